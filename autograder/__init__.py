@@ -1,0 +1,4 @@
+"""Instructor tools: build student notebooks and autograders, grade submissions, check for leaks.
+
+The console script ``course`` (:mod:`autograder.cli`) is the entry point.
+"""

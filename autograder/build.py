@@ -1,0 +1,185 @@
+"""``course build``: master notebook -> golden values, student notebook and autograder zip.
+
+For each assignment:
+
+1. stage the master with the ``helpers`` package and an empty golden file (both are listed in
+   the master's ``autograder_files``, so they ship in the zip and never to students);
+2. ``otter assign`` once to obtain the test files and the solution notebook;
+3. grade the solution notebook with otter while ``expect`` runs in *record* mode: this writes
+   the golden file and proves every test passes on the reference solution;
+4. ``otter assign`` again, now with the real golden file, and publish: the student notebook
+   (deterministic cell ids, so an unchanged master rebuilds to identical bytes) goes to
+   ``notebooks/<slug>/``, the zip to ``out/autograders/<slug>-autograder.zip``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
+from helpers.runtime import FAST_ENV
+
+from .layout import CourseError, Layout
+from .otter_io import first_error, read_tests, summarize
+
+
+@contextlib.contextmanager
+def environment(**values: str):
+    """Set environment variables (inherited by otter's kernels) for the duration of a block."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_otter_assign(master: Path, result: Path) -> tuple[Path, Path]:
+    """Run otter assign quietly; return (autograder zip, autograder-side solution notebook)."""
+    from otter.assign import main as otter_assign
+
+    log = io.StringIO()
+    logging.getLogger("otter").setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            otter_assign(str(master), str(result), no_run_tests=True, no_pdfs=True)
+    except Exception as err:
+        raise CourseError(f"otter assign failed on {master.name}: {err}\n{log.getvalue()[-2000:]}") from err
+    zips = sorted((result / "autograder").glob("*-autograder_*.zip"))
+    if len(zips) != 1:
+        raise CourseError(f"otter assign made {len(zips)} autograder zips in {result / 'autograder'}")
+    return zips[0], result / "autograder" / master.name
+
+
+#: Assignment settings the build owns, whatever the master says: solution markers are stripped
+#: from every code cell (a marker outside a solution block must not leak), and the build runs the
+#: tests itself (in record mode) instead of otter assign.
+ENFORCED_CONFIG = {"strip_solutions_from_all_cells": True, "run_tests": False}
+
+
+def stage_master(layout: Layout, slug: str, stage: Path, golden: dict) -> Path:
+    """Copy the master, its data files, helpers and a golden file into ``stage``."""
+    source = layout.master(slug).parent
+    shutil.copytree(source, stage, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.zip"))
+    shutil.copytree(layout.helpers, stage / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    (stage / GOLDEN_FILENAME).write_text(json.dumps(golden, sort_keys=True, indent=1), encoding="utf-8")
+    staged = stage / f"{slug}.ipynb"
+    nb = nbformat.read(staged, as_version=4)
+    config_cell = nb.cells[0] if nb.cells else None
+    if config_cell is None or config_cell.cell_type != "raw" or not config_cell.source.startswith("# ASSIGNMENT CONFIG"):
+        raise CourseError(f"{layout.master(slug)}: the first cell must be a raw '# ASSIGNMENT CONFIG' cell")
+    config = yaml.safe_load(config_cell.source.split("\n", 1)[1]) or {}
+    if config.get("name") != slug:
+        raise CourseError(f"{layout.master(slug)}: config name is {config.get('name')!r}, expected {slug!r}")
+    config.update(ENFORCED_CONFIG)
+    config_cell.source = "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)
+    nbformat.write(nb, staged)
+    return staged
+
+
+def record_golden(solution_nb: Path, autograder_zip: Path, golden_path: Path) -> dict:
+    """Grade the solution notebook in record mode; fail unless every test passes."""
+    from otter.api import grade_submission
+
+    golden_path.write_text(json.dumps({"format": FORMAT_VERSION, "values": {}}), encoding="utf-8")
+    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), FAST_ENV: "1"}):
+        results = grade_submission(str(solution_nb), str(autograder_zip), quiet=True)
+    if results.has_catastrophic_failure():
+        raise CourseError(f"grading the reference solution failed: {results.catastrophic_error}")
+    questions = summarize(results, read_tests(autograder_zip))
+    golden = json.loads(golden_path.read_text(encoding="utf-8"))
+    check_recording(questions, golden, first_error(results.notebook))
+    return golden
+
+
+def check_recording(questions: dict, golden: dict, notebook_error: tuple | None) -> None:
+    """The reference must pass everything, and every point must rest on recorded values."""
+    problems = []
+    if notebook_error:
+        index, ename, evalue = notebook_error
+        problems.append(f"the master notebook does not run cleanly: cell {index} raised {ename}: {evalue}")
+    recorded_by = {spec.get("test") for spec in golden["values"].values()}
+    seen = set()
+    for qname, q in questions.items():
+        for case in q["cases"]:
+            if case["test"] in seen:
+                problems.append(f"{qname}: test function name {case['test']} is used twice; names must be unique")
+            seen.add(case["test"])
+            if not case["passed"]:
+                problems.append(f"{qname}/{case['test']} fails on the reference solution:\n{case['message']}")
+            if case["points"] and not case["hidden"]:
+                problems.append(f"{qname}/{case['test']} is public but worth {case['points']} points; "
+                                "public tests must be worth 0 (only golden values are trusted)")
+            if case["points"] and case["test"] not in recorded_by:
+                problems.append(f"{qname}/{case['test']} is worth points but checks nothing through "
+                                "expect()/expect_between(); sealed grading could not score it")
+    if problems:
+        raise CourseError("the master is not ready to build:\n- " + "\n- ".join(problems))
+
+
+def stable_cell_id(index: int, cell) -> str:
+    digest = hashlib.sha1(f"{cell.cell_type}\n{cell.source}".encode("utf-8")).hexdigest()[:8]
+    return f"c{index:03d}-{digest}"
+
+
+def normalize_notebook(path: Path, dest: Path) -> None:
+    """Rewrite a generated notebook so an unchanged master always gives the same bytes."""
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        cell.id = stable_cell_id(index, cell)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dest)
+
+
+def publish_student(student_dir: Path, dest: Path, slug: str) -> None:
+    """Replace ``dest`` with otter's student folder (normalized notebook plus data files)."""
+    staging = dest.with_name(dest.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(student_dir, staging, ignore=shutil.ignore_patterns(f"{slug}.ipynb"))
+    normalize_notebook(student_dir / f"{slug}.ipynb", staging / f"{slug}.ipynb")
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+
+
+def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, log=print) -> dict:
+    """Build one assignment. Returns figures for the caller to report."""
+    started = time.perf_counter()
+    master = layout.master(slug)
+    notebooks_dir = notebooks_dir or layout.notebooks
+    with tempfile.TemporaryDirectory(prefix=f"course-build-{slug}-") as tmp:
+        tmp = Path(tmp)
+        staged = stage_master(layout, slug, tmp / "stage", {"format": FORMAT_VERSION, "values": {}})
+        zip1, solution_nb = run_otter_assign(staged, tmp / "pass1")
+        log(f"[{slug}] recording golden values from the reference solution")
+        golden = record_golden(solution_nb, zip1, tmp / "golden.json")
+        shutil.copy(tmp / "golden.json", staged.parent / GOLDEN_FILENAME)
+        zip2, solution_nb = run_otter_assign(staged, tmp / "pass2")
+        ag_zip = layout.autograder_zip(slug)
+        ag_zip.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(zip2, ag_zip)
+        shutil.copy(solution_nb, layout.solution_notebook(slug))
+        publish_student(tmp / "pass2" / "student", notebooks_dir / slug, slug)
+    seconds = time.perf_counter() - started
+    log(f"[{slug}] {len(golden['values'])} golden values; student notebook -> "
+        f"{(notebooks_dir / slug).relative_to(layout.root) if notebooks_dir.is_relative_to(layout.root) else notebooks_dir / slug}; "
+        f"autograder -> {ag_zip.relative_to(layout.root)} ({seconds:.1f} s)")
+    return {"slug": slug, "golden_values": len(golden["values"]), "seconds": seconds, "autograder": ag_zip}

@@ -1,0 +1,148 @@
+"""``course check``: committed student notebooks are in sync with the masters and leak nothing.
+
+Leaks looked for in ``notebooks/`` and ``helpers/``: otter markers, hidden test names, golden
+keys or files, and any line of reference solution (code or written answer) from a master.
+"""
+
+from __future__ import annotations
+
+import ast
+import filecmp
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from helpers.golden import GOLDEN_FILENAME
+
+from .build import build
+from .layout import Layout
+
+# (``<!-- BEGIN QUESTION -->`` stays: otter's PDF export filters on it.)
+MARKERS = re.compile(
+    r"BEGIN SOLUTION|END SOLUTION|#\s*SOLUTION\b|BEGIN TESTS|END TESTS|ASSIGNMENT CONFIG|TEST CONFIG|#\s*HIDDEN\b",
+    re.IGNORECASE,
+)
+MIN_LEAK_LINE = 16  # shorter lines (``return out``) are too generic to call a leak
+
+
+@dataclass
+class MasterSecrets:
+    """What a master holds that students must not see."""
+    solution_lines: set[str] = field(default_factory=set)
+    hidden_tests: set[str] = field(default_factory=set)
+
+
+def read_secrets(master: Path) -> MasterSecrets:
+    nb = nbformat.read(master, as_version=4)
+    secrets, public_lines = MasterSecrets(), set()
+    in_tests = in_solution_block = False
+    for cell in nb.cells:
+        source = cell.source.strip()
+        if cell.cell_type == "raw":
+            first = source.splitlines()[0].strip().upper() if source else ""
+            in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(first, in_tests)
+            in_solution_block = {"# BEGIN SOLUTION": True, "# END SOLUTION": False}.get(first, in_solution_block)
+            continue
+        if in_tests and cell.cell_type == "code":
+            config, body = _split_test_config(cell.source)
+            if config.get("hidden", False):
+                secrets.hidden_tests.update(n.name for n in ast.parse(body).body if isinstance(n, ast.FunctionDef))
+            continue
+        if in_solution_block and cell.cell_type == "markdown":  # a written reference answer
+            secrets.solution_lines.update(_lines(cell.source))
+            continue
+        inside = False
+        for line in cell.source.splitlines():
+            marker = line.strip().upper()
+            if marker.startswith("# BEGIN SOLUTION"):
+                inside = True
+            elif marker.startswith("# END SOLUTION"):
+                inside = False
+            elif inside or line.rstrip().upper().endswith("# SOLUTION"):
+                secrets.solution_lines.update(_lines(line.rsplit("#", 1)[0] if not inside else line))
+            else:
+                public_lines.update(_lines(line))
+    secrets.solution_lines -= public_lines
+    return secrets
+
+
+def _split_test_config(source: str) -> tuple[dict, str]:
+    match = re.match(r'\s*(?:\w+\s*=\s*)?"""\s*#\s*BEGIN TEST CONFIG(.*?)"""\s*#\s*END TEST CONFIG', source,
+                     re.DOTALL | re.IGNORECASE)
+    if not match:
+        return {}, source
+    return yaml.safe_load(match.group(1)) or {}, source[match.end():]
+
+
+def _lines(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines() if len(line.strip()) >= MIN_LEAK_LINE}
+
+
+def _student_texts(layout: Layout) -> dict[str, list[str]]:
+    """File -> stripped lines, for every student notebook cell and helpers module."""
+    texts = {}
+    for path in sorted(layout.notebooks.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        texts[str(path.relative_to(layout.root))] = [
+            line.strip() for cell in nb.cells for line in cell.source.splitlines()
+        ] + [line.strip() for line in nbformat.writes(nb).splitlines()]  # metadata holds public tests
+    for path in sorted(layout.helpers.rglob("*.py")):
+        texts[str(path.relative_to(layout.root))] = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return texts
+
+
+def leak_problems(layout: Layout) -> list[str]:
+    problems = []
+    texts = _student_texts(layout)
+    for golden in layout.notebooks.rglob(GOLDEN_FILENAME):
+        problems.append(f"{golden.relative_to(layout.root)}: golden values file in the student folder")
+    for slug in layout.slugs():
+        secrets = read_secrets(layout.master(slug))
+        for name, lines in texts.items():
+            joined = "\n".join(lines)
+            for marker in sorted(set(m.group(0) for m in MARKERS.finditer(joined))):
+                problems.append(f"{name}: otter marker {marker!r}")
+            for test in sorted(secrets.hidden_tests):
+                if re.search(rf"\b{re.escape(test)}\b", joined):
+                    problems.append(f"{name}: names hidden test {test} of {slug}")
+            for line in sorted(secrets.solution_lines.intersection(lines)):
+                problems.append(f"{name}: contains a line of {slug}'s reference solution: {line[:80]!r}")
+    return sorted(set(problems))
+
+
+def sync_problems(layout: Layout, slugs: list[str], log=print) -> list[str]:
+    """Rebuild into a temporary folder and compare with the committed notebooks/ byte for byte."""
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        for slug in slugs:
+            build(layout, slug, notebooks_dir=Path(tmp), log=log)
+            committed, fresh = layout.student_dir(slug), Path(tmp) / slug
+            if not committed.is_dir():
+                problems.append(f"notebooks/{slug} is missing: run `course build {slug}` and commit it")
+                continue
+            problems += [f"notebooks/{slug}/{p}: {why}" for p, why in _tree_differences(fresh, committed)]
+    if problems:
+        problems.append("the committed student notebooks are stale: run `course build` and commit notebooks/")
+    return problems
+
+
+def _tree_differences(fresh: Path, committed: Path):
+    fresh_files = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+    committed_files = {p.relative_to(committed) for p in committed.rglob("*")
+                       if p.is_file() and ".ipynb_checkpoints" not in p.parts and "__pycache__" not in p.parts}
+    for rel in sorted(fresh_files - committed_files):
+        yield rel, "missing from the committed folder"
+    for rel in sorted(committed_files - fresh_files):
+        yield rel, "committed but not produced by the build"
+    for rel in sorted(fresh_files & committed_files):
+        if not filecmp.cmp(fresh / rel, committed / rel, shallow=False):
+            yield rel, "differs from a fresh build of the master"
+
+
+def check(layout: Layout, slugs: list[str] | None = None, log=print) -> list[str]:
+    slugs = slugs or layout.slugs()
+    return sync_problems(layout, slugs, log=log) + leak_problems(layout)

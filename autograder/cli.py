@@ -1,0 +1,92 @@
+"""The ``course`` command: build, grade, check and demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .layout import CourseError, Layout
+
+
+def cmd_build(args) -> int:
+    from .build import build
+
+    layout = Layout.find()
+    for slug in args.slugs or layout.slugs():
+        build(layout, slug)
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from .grade import Grader, Limits, format_table
+
+    layout = Layout.find()
+    started = time.perf_counter()
+    grader = Grader(layout, Path(args.submissions).resolve(), Path(args.out).resolve(),
+                    Limits(timeout=args.timeout, memory_mb=args.memory), jobs=args.jobs, force=args.force,
+                    assignment=args.assignment, autograder=Path(args.autograder).resolve() if args.autograder else None)
+    rows = grader.run()
+    print(format_table(rows))
+    print(f"\n{len(rows)} submission(s) in {time.perf_counter() - started:.1f} s; "
+          f"results: {grader.out / 'results.csv'} and results.json; feedback: {grader.out / 'feedback'}/")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .check import check
+
+    problems = check(Layout.find(), args.slugs or None)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    print("course check: " + ("all good" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import demo
+
+    return demo(Layout.find(), Path(args.out).resolve() if args.out else None)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="course", description="Build, grade and check the course notebooks.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="build student notebooks and autograders from the masters")
+    b.add_argument("slugs", nargs="*", help="assignments to build (default: all)")
+    b.set_defaults(func=cmd_build)
+
+    g = sub.add_parser("grade", help="grade every .ipynb / .zip in a folder")
+    g.add_argument("submissions", help="folder of submissions (searched recursively)")
+    g.add_argument("--out", required=True, help="folder for results.csv, results.json and feedback/")
+    g.add_argument("--jobs", type=int, default=2, help="submissions graded at once (default 2)")
+    g.add_argument("--timeout", type=float, default=300, help="seconds per submission (default 300)")
+    g.add_argument("--memory", type=int, default=4096, help="memory limit per process in MB (default 4096)")
+    g.add_argument("--force", action="store_true", help="regrade submissions that already have a row")
+    g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
+    g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
+    g.set_defaults(func=cmd_grade)
+
+    c = sub.add_parser("check", help="rebuild into a temp folder, compare with notebooks/, look for leaks")
+    c.add_argument("slugs", nargs="*", help="assignments to check (default: all)")
+    c.set_defaults(func=cmd_check)
+
+    d = sub.add_parser("demo", help="build, make sample submissions, grade them, print the table")
+    d.add_argument("--out", help="demo folder (default out/demo)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CourseError as err:
+        print(f"course {args.command}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Where things live in the bundle: one place for every path the tools use."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_ENV = "COURSE_ROOT"
+
+
+class CourseError(Exception):
+    """An error the instructor can act on; the CLI prints its message without a traceback."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @classmethod
+    def find(cls, start: str | os.PathLike | None = None) -> "Layout":
+        """The bundle containing ``start`` (default: $COURSE_ROOT, else the current folder)."""
+        here = Path(start or os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if (folder / "solutions").is_dir() and (folder / "helpers").is_dir():
+                return cls(folder)
+        raise CourseError(f"no course bundle (a folder with solutions/ and helpers/) at or above {here}")
+
+    @property
+    def solutions(self) -> Path:
+        return self.root / "solutions"
+
+    @property
+    def notebooks(self) -> Path:
+        return self.root / "notebooks"
+
+    @property
+    def helpers(self) -> Path:
+        return self.root / "helpers"
+
+    @property
+    def out(self) -> Path:
+        """Git-ignored folder for everything generated that is not committed."""
+        return self.root / "out"
+
+    def slugs(self) -> list[str]:
+        return sorted(p.parent.name for p in self.solutions.glob("*/*.ipynb") if p.stem == p.parent.name)
+
+    def master(self, slug: str) -> Path:
+        path = self.solutions / slug / f"{slug}.ipynb"
+        if not path.is_file():
+            known = ", ".join(self.slugs()) or "none"
+            raise CourseError(f"no master notebook for {slug!r} at {path} (known assignments: {known})")
+        return path
+
+    def student_dir(self, slug: str) -> Path:
+        return self.notebooks / slug
+
+    def autograder_zip(self, slug: str) -> Path:
+        return self.out / "autograders" / f"{slug}-autograder.zip"
+
+    def solution_notebook(self, slug: str) -> Path:
+        """The executed-free reference notebook as otter's autograder sees it (for demos/tests)."""
+        return self.out / "autograders" / f"{slug}-solution.ipynb"

@@ -1,0 +1,82 @@
+"""Sample submissions made from an assignment's reference and student notebooks.
+
+Used by ``course demo`` and by the tests: one complete, one partly done, one untouched, one that
+raises, one that loops forever, one that eats memory, a corrupted file and a zip with no notebook.
+"""
+
+from __future__ import annotations
+
+import copy
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from .layout import Layout
+
+#: sample name -> the status(es) ``course grade`` must give it
+EXPECTED_STATUS = {
+    "complete.ipynb": ("ok",),
+    "complete_export.zip": ("ok",),
+    "partial.ipynb": ("ok", "error"),  # "error" when cells call the unfinished functions
+    "blank.ipynb": ("ok", "error"),
+    "raising.ipynb": ("error",),
+    "looping.ipynb": ("timeout",),
+    "memory_hog.ipynb": ("memory",),
+    "corrupted.ipynb": ("invalid",),
+    "no_notebook.zip": ("invalid",),
+}
+
+
+def answer_cells(solution, student) -> dict[int, int]:
+    """Reference cell index -> student cell index, for the code cells that differ (the TODOs).
+
+    Code cells line up one to one (otter only drops markdown answers and hidden tests, which
+    live in metadata), so they are matched by order.
+    """
+    ref = [i for i, c in enumerate(solution.cells) if c.cell_type == "code"]
+    stu = [i for i, c in enumerate(student.cells) if c.cell_type == "code"]
+    if len(ref) != len(stu):
+        raise ValueError(f"reference has {len(ref)} code cells, the student notebook {len(stu)}")
+    return {r: s for r, s in zip(ref, stu) if solution.cells[r].source != student.cells[s].source}
+
+
+def _with_cell(nb, index: int, source: str):
+    nb = copy.deepcopy(nb)
+    nb.cells.insert(index, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def write_samples(layout: Layout, slug: str, folder: Path) -> dict[str, str]:
+    """Write the samples for ``slug`` into ``folder``; returns file name -> expected status."""
+    solution = nbformat.read(layout.solution_notebook(slug), as_version=4)
+    student = nbformat.read(layout.student_dir(slug) / f"{slug}.ipynb", as_version=4)
+    answers = answer_cells(solution, student)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{slug}.ipynb"
+
+    nbformat.write(solution, folder / "complete.ipynb")
+    with zipfile.ZipFile(folder / "complete_export.zip", "w") as zf:
+        zf.writestr(name, nbformat.writes(solution))
+    nbformat.write(student, folder / "blank.ipynb")
+
+    partial = copy.deepcopy(solution)  # first half of the TODOs done, the rest untouched
+    todo = sorted(answers)
+    for r in todo[len(todo) // 2:]:
+        partial.cells[r].source = student.cells[answers[r]].source
+    nbformat.write(partial, folder / "partial.ipynb")
+
+    raising = copy.deepcopy(solution)
+    first = raising.cells[todo[0]]
+    first.source = 'raise RuntimeError("I will finish this part later")\n' + first.source
+    nbformat.write(raising, folder / "raising.ipynb")
+
+    nbformat.write(_with_cell(solution, todo[0], "while True:  # an endless loop\n    pass"),
+                   folder / "looping.ipynb")
+    nbformat.write(_with_cell(solution, todo[0], "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over the demo limit"),
+                   folder / "memory_hog.ipynb")
+    text = nbformat.writes(solution)
+    (folder / "corrupted.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
+    with zipfile.ZipFile(folder / "no_notebook.zip", "w") as zf:
+        zf.writestr("answers.txt", "I could not get the notebook to save.")
+    return dict(EXPECTED_STATUS)

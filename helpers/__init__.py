@@ -1,0 +1,23 @@
+"""Student-facing library shared by every notebook: data, models, plots and grading primitives.
+
+It holds what students should not have to write; it never holds a solution.
+"""
+
+from .golden import GoldenMismatch, expect, expect_between
+from .plots import plot_attention
+from .runtime import budget, fast_mode, get_device, seed_everything
+from .submission import export_submission
+from .validation import check_tensor
+
+__all__ = [
+    "seed_everything",
+    "get_device",
+    "budget",
+    "fast_mode",
+    "expect",
+    "expect_between",
+    "GoldenMismatch",
+    "plot_attention",
+    "check_tensor",
+    "export_submission",
+]

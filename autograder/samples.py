@@ -47,10 +47,14 @@ def _with_cell(nb, index: int, source: str):
     return nb
 
 
-def write_samples(layout: Layout, slug: str, folder: Path) -> dict[str, str]:
-    """Write the samples for ``slug`` into ``folder``; returns file name -> expected status."""
+def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path | None = None) -> dict[str, tuple]:
+    """Write the samples for ``slug`` into ``folder``; returns file name -> expected statuses.
+
+    ``notebooks_dir`` is where the built student notebooks are (default: ``notebooks/``).
+    """
     solution = nbformat.read(layout.solution_notebook(slug), as_version=4)
-    student = nbformat.read(layout.student_dir(slug) / f"{slug}.ipynb", as_version=4)
+    student_path = (notebooks_dir or layout.notebooks) / slug / f"{slug}.ipynb"
+    student = nbformat.read(student_path, as_version=4)
     answers = answer_cells(solution, student)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{slug}.ipynb"

@@ -137,7 +137,8 @@ def judge(spec: dict, got: dict) -> str | None:
     bad = ~np.isfinite(val64) & np.isfinite(exp64)
     if bad.any():
         return f"non-finite value (nan or inf) at index {tuple(np.argwhere(bad)[0])}"
-    err = np.abs(val64 - exp64)
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite
+        err = np.abs(val64 - exp64)
     err[~np.isfinite(exp64) & (val64 == exp64)] = 0.0  # matching infinities
     excess = err - (spec["atol"] + spec["rtol"] * np.abs(exp64))
     if val64.size == 0 or not (excess > 0).any():

@@ -1,0 +1,29 @@
+"""Load an assignment's reference functions from its master notebook (instructor-side only)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_reference(slug: str) -> dict:
+    """Namespace holding the master's imports and top-level function definitions.
+
+    Only ``import`` statements and ``def`` blocks are executed: no plots, no training.
+    """
+    nb = nbformat.read(REPO / "solutions" / slug / f"{slug}.ipynb", as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef))]
+        exec(compile(ast.Module(body=keep, type_ignores=[]), f"<{slug} master>", "exec"), namespace)
+    return namespace

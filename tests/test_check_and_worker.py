@@ -1,0 +1,71 @@
+"""Leak detection catches planted leaks; unreadable submissions get a clear reason."""
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.check import leak_problems, read_secrets
+from autograder.layout import Layout
+from autograder.worker import InvalidSubmission, read_submission_notebook
+
+REPO = Path(__file__).resolve().parents[1]
+SLUG = "kernel_attention"
+
+
+@pytest.fixture
+def bundle_copy(tmp_path):
+    for folder in ("solutions", "helpers", "notebooks"):
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return Layout(tmp_path)
+
+
+def test_master_secrets_are_found():
+    secrets = read_secrets(REPO / "solutions" / SLUG / f"{SLUG}.ipynb")
+    assert len(secrets.hidden_tests) >= 8
+    assert len(secrets.solution_lines) >= 20
+
+
+def test_clean_bundle_has_no_leaks(bundle_copy):
+    assert leak_problems(bundle_copy) == []
+
+
+def test_planted_leaks_are_reported(bundle_copy):
+    secrets = read_secrets(bundle_copy.master(SLUG))
+    solution_line = sorted(secrets.solution_lines)[0]
+    hidden_test = sorted(secrets.hidden_tests)[0]
+    (bundle_copy.helpers / "oops.py").write_text(f"# BEGIN SOLUTION\n{solution_line}\n")
+    student = bundle_copy.student_dir(SLUG) / f"{SLUG}.ipynb"
+    nb = nbformat.read(student, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(f"{hidden_test}()"))
+    nbformat.write(nb, student)
+    (bundle_copy.student_dir(SLUG) / "golden_values.json").write_text("{}")
+    problems = "\n".join(leak_problems(bundle_copy))
+    assert "helpers/oops.py: otter marker 'BEGIN SOLUTION'" in problems
+    assert f"helpers/oops.py: contains a line of {SLUG}'s reference solution" in problems
+    assert f"names hidden test {hidden_test}" in problems
+    assert "golden values file in the student folder" in problems
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: p.with_suffix(".ipynb").write_text('{"cells": [', encoding="utf-8"), "not a readable Jupyter notebook"),
+    (lambda p: p.with_suffix(".ipynb").write_bytes(b"\xff\xfe\x00"), "not UTF-8"),
+    (lambda p: p.with_suffix(".zip").write_bytes(b"PK\x03\x04 truncated"), "not a valid zip"),
+])
+def test_unreadable_submissions_say_why(tmp_path, make, reason):
+    base = tmp_path / "submission"
+    make(base)
+    path = next(tmp_path.iterdir())
+    with pytest.raises(InvalidSubmission, match=reason):
+        read_submission_notebook(path)
+
+
+def test_zip_with_two_notebooks_is_invalid(tmp_path):
+    nb = nbformat.writes(nbformat.v4.new_notebook())
+    with zipfile.ZipFile(tmp_path / "s.zip", "w") as zf:
+        zf.writestr("a.ipynb", nb)
+        zf.writestr("b.ipynb", nb)
+    with pytest.raises(InvalidSubmission, match="2 notebooks"):
+        read_submission_notebook(tmp_path / "s.zip")

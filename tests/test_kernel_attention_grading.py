@@ -1,0 +1,130 @@
+"""End to end on the kernel-attention assignment: build, sync, leaks, and grading behaviour.
+
+One grading run (two at a time, as an instructor would) covers the sample submissions and every
+known-wrong and known-correct implementation from ``kernel_attention_variants``.
+"""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import build
+from autograder.check import _tree_differences, leak_problems
+from autograder.grade import Grader, Limits
+from autograder.layout import Layout
+from autograder.samples import write_samples
+
+from kernel_attention_variants import CORRECT, WRONG
+from notebook_edits import replace_function
+
+SLUG = "kernel_attention"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def layout():
+    return Layout.find(REPO)
+
+
+@pytest.fixture(scope="session")
+def fresh_notebooks(layout, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("notebooks")
+    build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def submissions(layout, fresh_notebooks, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions")
+    expected = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
+    solution = nbformat.read(layout.solution_notebook(SLUG), as_version=4)
+    (folder / "variants").mkdir()
+    for variant in WRONG + CORRECT:
+        edited = replace_function(solution, variant["function"], variant["source"])
+        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
+    return folder, expected
+
+
+@pytest.fixture(scope="session")
+def graded(layout, submissions, tmp_path_factory):
+    folder, _ = submissions
+    out = tmp_path_factory.mktemp("results")
+    rows = Grader(layout, folder, out, Limits(timeout=90, memory_mb=3072), jobs=2).run(log=lambda *a: None)
+    return {row["file"]: row for row in rows}, out
+
+
+def hidden_failures(row):
+    return {case["test"] for q in row["questions"].values() for case in q["cases"]
+            if case["hidden"] and not case["passed"]}
+
+
+def test_committed_student_notebook_matches_a_fresh_build(layout, fresh_notebooks):
+    differences = list(_tree_differences(fresh_notebooks / SLUG, layout.student_dir(SLUG)))
+    assert differences == [], "notebooks/ is stale: run `course build` and commit"
+
+
+def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):
+    assert leak_problems(layout) == []
+
+
+def test_every_submission_gets_a_row_with_the_right_status(graded, submissions):
+    rows, _ = graded
+    folder, expected = submissions
+    assert len(rows) == len(list(folder.rglob("*.ipynb"))) + len(list(folder.rglob("*.zip")))
+    for name, statuses in expected.items():
+        row = rows[f"samples/{name}"]
+        assert row["status"] in statuses, (name, row["status"], row["message"])
+        assert row["status"] == "ok" or row["message"], name  # every problem is explained
+
+
+def test_reference_solution_scores_full_marks(graded):
+    rows, _ = graded
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip"):
+        assert rows[name]["possible"] >= 15
+        assert rows[name]["total"] == rows[name]["possible"], hidden_failures(rows[name])
+
+
+def test_untouched_student_notebook_scores_zero_on_every_question(graded):
+    row = graded[0]["samples/blank.ipynb"]
+    assert row["scores"] and all(score == 0 for score in row["scores"].values()), row["scores"]
+
+
+def test_partial_submission_keeps_the_points_of_its_finished_parts(graded):
+    rows = graded[0]
+    partial = rows["samples/partial.ipynb"]
+    assert 0 < partial["total"] < partial["possible"]
+
+
+@pytest.mark.parametrize("variant", WRONG, ids=lambda v: v["name"])
+def test_known_wrong_implementation_loses_points(graded, variant):
+    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    assert row["total"] < row["possible"]
+    missed = set(variant["must_lose"]) - hidden_failures(row)
+    assert not missed, f"{variant['name']} still passes {sorted(missed)}"
+
+
+@pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v["name"])
+def test_alternative_correct_implementation_keeps_full_points(graded, variant):
+    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    assert row["total"] == row["possible"], f"{variant['name']} fails {sorted(hidden_failures(row))}"
+
+
+def test_results_files_have_one_row_per_submission(graded):
+    rows, out = graded
+    csv_lines = (out / "results.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == len(rows) + 1
+    assert len(list((out / "feedback").glob("*.txt"))) == len(rows)
+    feedback = (out / "feedback" / "samples__blank.ipynb.txt").read_text()
+    assert "FAILED" in feedback and "Score: 0" in feedback
+
+
+def test_a_second_run_resumes_and_regrades_only_what_changed(layout, graded, submissions):
+    rows, out = graded
+    folder, _ = submissions
+    changed = folder / "samples" / "corrupted.ipynb"
+    changed.write_text(changed.read_text() + "\n}")  # still broken, but different bytes
+    messages = []
+    again = Grader(layout, folder, out, Limits(timeout=90, memory_mb=3072), jobs=2).run(log=messages.append)
+    assert any(f"{len(rows) - 1} submission(s) already graded" in m for m in messages), messages
+    assert {r["file"]: r["total"] for r in again} == {f: r["total"] for f, r in rows.items()}

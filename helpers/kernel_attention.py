@@ -306,7 +306,7 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
         ax.axvline(cross, color="gray", ls=":", label=f"linear faster from N = {cross}")
     ax.set(xscale="log", yscale="log", xlabel="sequence length N", ylabel="seconds per call (best)",
            title=f"Causal attention run time (D = {dim}, M = {value_dim}, batch {batch}, CPU)")
-    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xticks(ns, [str(n) for n in ns], rotation=45 if len(ns) > 8 else 0)
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

@@ -4,10 +4,12 @@ One grading run (two at a time, as an instructor would) covers the sample submis
 known-wrong and known-correct implementation from ``kernel_attention_variants``.
 """
 
+import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
@@ -15,8 +17,10 @@ from autograder.grade import Grader, Limits
 from autograder.layout import Layout
 from autograder.samples import write_samples
 
+from helpers.submission import latex_available
 from kernel_attention_variants import CORRECT, WRONG
 from notebook_edits import replace_function
+from student_run import latex_or_skip, printed, run_as_student
 
 SLUG = "kernel_attention"
 REPO = Path(__file__).resolve().parents[1]
@@ -37,12 +41,20 @@ def fresh_notebooks(layout, tmp_path_factory):
 @pytest.fixture(scope="session")
 def submissions(layout, fresh_notebooks, tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
-    expected = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
-    solution = nbformat.read(layout.solution_notebook(SLUG), as_version=4)
+    samples = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
+    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
+    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     (folder / "variants").mkdir()
     for variant in WRONG + CORRECT:
-        edited = replace_function(solution, variant["function"], variant["source"])
+        edited = replace_function(complete, variant["function"], variant["source"])
         nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
+    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
+    (folder / "exports").mkdir()
+    for kind in ("with_pdf", "without_latex") if latex_available() else ("without_latex",):
+        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
+        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
+        exported.rename(folder / "exports" / f"{kind}.zip")
+        expected[f"exports/{kind}.zip"] = ("ok",)
     return folder, expected
 
 
@@ -64,6 +76,19 @@ def test_committed_student_notebook_matches_a_fresh_build(layout, fresh_notebook
     assert differences == [], "notebooks/ is stale: run `course build` and commit"
 
 
+def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment(layout, fresh_notebooks):
+    with zipfile.ZipFile(layout.autograder_zip(SLUG)) as zf:
+        names = set(zf.namelist())
+        environment = yaml.safe_load(zf.read("environment.yml"))
+    assert {"files/golden_values.json", "files/helpers/golden.py", "files/helpers/__init__.py"} <= names
+    assert not any("__pycache__" in name for name in names)
+    # Gradescope builds its image from environment.yml: the pins' Python and the CPU build of torch.
+    assert "python=3.11" in environment["dependencies"]
+    pip = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
+    assert "torch==2.13.0" in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+    assert "otter-grader[grading,plugins]==7.0.0" in pip
+
+
 def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):
     assert leak_problems(layout) == []
 
@@ -73,16 +98,43 @@ def test_every_submission_gets_a_row_with_the_right_status(graded, submissions):
     folder, expected = submissions
     assert len(rows) == len(list(folder.rglob("*.ipynb"))) + len(list(folder.rglob("*.zip")))
     for name, statuses in expected.items():
-        row = rows[f"samples/{name}"]
+        row = rows[name]
         assert row["status"] in statuses, (name, row["status"], row["message"])
         assert row["status"] == "ok" or row["message"], name  # every problem is explained
 
 
 def test_reference_solution_scores_full_marks(graded):
     rows, _ = graded
-    for name in ("samples/complete.ipynb", "samples/complete_export.zip"):
+    exports = [name for name in rows if name.startswith("exports/")]
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip", *exports):
         assert rows[name]["possible"] >= 15
         assert rows[name]["total"] == rows[name]["possible"], hidden_failures(rows[name])
+
+
+def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submissions):
+    latex_or_skip()
+    folder, _ = submissions
+    with zipfile.ZipFile(folder / "exports" / "with_pdf.zip") as zf:
+        names = zf.namelist()
+        pdf = zf.read(f"{SLUG}.pdf") if f"{SLUG}.pdf" in names else b""
+    assert f"{SLUG}.ipynb" in names
+    assert pdf.startswith(b"%PDF"), names
+
+
+def test_export_without_latex_still_gives_a_gradable_zip_and_says_so(submissions, tmp_path):
+    folder, _ = submissions
+    with zipfile.ZipFile(folder / "exports" / "without_latex.zip") as zf:
+        names = zf.namelist()
+    assert f"{SLUG}.ipynb" in names and not any(n.endswith(".pdf") for n in names), names
+    said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")
+    assert "LaTeX (xelatex + pandoc) not found" in said and "Upload this file" in said
+
+
+def test_solved_student_notebook_runs_top_to_bottom_and_passes_its_public_checks(submissions):
+    folder, _ = submissions
+    said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")  # run_as_student raises on any error
+    assert said.count("All test cases passed!") == 6, said
+    assert "failed" not in said.lower()
 
 
 def test_untouched_student_notebook_scores_zero_on_every_question(graded):

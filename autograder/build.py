@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 import tomllib
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -175,11 +176,31 @@ def publish_student(student_dir: Path, dest: Path, slug: str) -> None:
     staging.rename(dest)
 
 
-def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, log=print) -> dict:
-    """Build one assignment. Returns figures for the caller to report."""
+def write_stable_zip(source: Path, dest: Path) -> None:
+    """Copy a zip with sorted entries and fixed timestamps: same content, same bytes.
+
+    ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
+    an unchanged master must not make every submission look stale.
+    """
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in sorted(src.namelist()):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if name == "run_autograder" else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            out.writestr(info, src.read(name))
+
+
+def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autograder_dir: Path | None = None,
+          log=print) -> dict:
+    """Build one assignment. Returns figures for the caller to report.
+
+    ``notebooks_dir`` and ``autograder_dir`` redirect the outputs (``course check`` builds into a
+    temporary folder); by default they are ``notebooks/`` and ``out/autograders/``.
+    """
     started = time.perf_counter()
     master = layout.master(slug)
     notebooks_dir = notebooks_dir or layout.notebooks
+    autograder_dir = autograder_dir or layout.autograder_zip(slug).parent
     with tempfile.TemporaryDirectory(prefix=f"course-build-{slug}-") as tmp:
         tmp = Path(tmp)
         staged = stage_master(layout, slug, tmp / "stage", {"format": FORMAT_VERSION, "values": {}})
@@ -188,13 +209,16 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, log=p
         golden = record_golden(solution_nb, zip1, tmp / "golden.json")
         shutil.copy(tmp / "golden.json", staged.parent / GOLDEN_FILENAME)
         zip2, solution_nb = run_otter_assign(staged, tmp / "pass2")
-        ag_zip = layout.autograder_zip(slug)
+        ag_zip = autograder_dir / layout.autograder_zip(slug).name
         ag_zip.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(zip2, ag_zip)
-        shutil.copy(solution_nb, layout.solution_notebook(slug))
+        write_stable_zip(zip2, ag_zip)
+        shutil.copy(solution_nb, autograder_dir / layout.solution_notebook(slug).name)
         publish_student(tmp / "pass2" / "student", notebooks_dir / slug, slug)
     seconds = time.perf_counter() - started
-    log(f"[{slug}] {len(golden['values'])} golden values; student notebook -> "
-        f"{(notebooks_dir / slug).relative_to(layout.root) if notebooks_dir.is_relative_to(layout.root) else notebooks_dir / slug}; "
-        f"autograder -> {ag_zip.relative_to(layout.root)} ({seconds:.1f} s)")
+
+    def shown(path: Path) -> Path:
+        return path.relative_to(layout.root) if path.is_relative_to(layout.root) else path
+
+    log(f"[{slug}] {len(golden['values'])} golden values; student notebook -> {shown(notebooks_dir / slug)}; "
+        f"autograder -> {shown(ag_zip)} ({seconds:.1f} s)")
     return {"slug": slug, "golden_values": len(golden["values"]), "seconds": seconds, "autograder": ag_zip}

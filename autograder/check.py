@@ -119,7 +119,7 @@ def sync_problems(layout: Layout, slugs: list[str], log=print) -> list[str]:
     problems = []
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         for slug in slugs:
-            build(layout, slug, notebooks_dir=Path(tmp), log=log)
+            build(layout, slug, notebooks_dir=Path(tmp), autograder_dir=Path(tmp) / "autograders", log=log)
             committed, fresh = layout.student_dir(slug), Path(tmp) / slug
             if not committed.is_dir():
                 problems.append(f"notebooks/{slug} is missing: run `course build {slug}` and commit it")

@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from tqdm.auto import tqdm
 
 from .validation import check_tensor
@@ -34,6 +35,7 @@ __all__ = [
     "plot_causal_timing",
     "crossover_length",
     "plot_feature_map_error",
+    "largest_intermediate",
 ]
 
 
@@ -94,6 +96,43 @@ def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
     if not torch.isfinite(approx).all():
         return math.inf
     return float((approx - exact).norm() / exact.norm().clamp_min(1e-300))
+
+
+class _LargestTensor(TorchFunctionMode):
+    """Records the size of every tensor that a torch function returns while the mode is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for value in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(value, torch.Tensor) and value.numel() > self.numel:
+                self.numel, self.shape = value.numel(), tuple(value.shape)
+        return result
+
+
+def largest_intermediate(fn: Callable, *args, **kwargs) -> tuple[object, int, tuple[int, ...]]:
+    """Call ``fn(*args, **kwargs)`` and report the largest tensor any torch operation made inside.
+
+    Linear attention must never hold the ``(N, L)`` similarity matrix: with a small feature
+    dimension its largest tensor has about ``N * F * M`` entries, far fewer than ``N * L``.
+
+    Returns
+    -------
+    result
+        What ``fn`` returned.
+    numel : int
+        Number of entries of the largest tensor created during the call.
+    shape : tuple of int
+        Its shape.
+    """
+    _check_callable("fn", fn)
+    watcher = _LargestTensor()
+    with watcher:
+        result = fn(*args, **kwargs)
+    return result, watcher.numel, watcher.shape
 
 
 # ----------------------------------------------------------------------------- argument checks

@@ -264,9 +264,96 @@ def performer_attention(Q, K, V, num_features, seed):
 ''',
         "must_lose": ["test_performer_hidden_golden", "test_performer_hidden_error"],
     },
+    {
+        "name": "causal_linear_masked_quadratic_form",
+        "function": "causal_linear_attention",
+        "source": '''
+def causal_linear_attention(Q, K, V, feature_map):
+    sim = feature_map(Q) @ feature_map(K).transpose(-2, -1)  # BUG: the right numbers, in O(N^2)
+    n = Q.shape[-2]
+    sim = sim * torch.ones(n, n, dtype=sim.dtype).tril()
+    return (sim / sim.sum(-1, keepdim=True)) @ V
+''',
+        "must_lose": ["test_causal_linear_attention_hidden_linear_memory"],
+    },
+    {
+        "name": "causal_linear_cumsum_over_dim_1",
+        "function": "causal_linear_attention",
+        "source": '''
+def causal_linear_attention(Q, K, V, feature_map):
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    S = torch.cumsum(phi_k.unsqueeze(-1) * V.unsqueeze(-2), dim=1)  # BUG: dim 1 is the sequence only for 3-D inputs
+    Z = torch.cumsum(phi_k, dim=1)
+    return torch.einsum("...nf,...nfm->...nm", phi_q, S) / (phi_q * Z).sum(-1, keepdim=True)
+''',
+        "must_lose": ["test_causal_linear_hidden_golden"],
+    },
+    {
+        "name": "kernel_attention_quadratic_form",
+        "function": "kernel_attention",
+        "source": '''
+def kernel_attention(Q, K, V, feature_map):
+    sim = feature_map(Q) @ feature_map(K).transpose(-2, -1)  # BUG: eq. (3) in O(N L), not eq. (5)
+    return (sim / sim.sum(-1, keepdim=True)) @ V
+''',
+        "must_lose": ["test_kernel_attention_hidden_linear_memory"],
+    },
+    {
+        "name": "softmax_boolean_index_mask",
+        "function": "softmax_attention",
+        "source": '''
+def softmax_attention(Q, K, V, mask=None):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores[~mask] = float("-inf")  # BUG: boolean indexing does not broadcast a (N, L) or (B, 1, N, L) mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+''',
+        "must_lose": ["test_softmax_hidden_masked"],
+    },
+    {
+        "name": "rff_attention_draws_W_in_float32",
+        "function": "rff_attention",
+        "source": '''
+def rff_attention(Q, K, V, num_features, seed):
+    D = Q.shape[-1]
+    W = torch.randn(num_features, D, generator=torch.Generator().manual_seed(seed)) / D ** 0.25  # BUG: not the recipe
+    W = W.to(dtype=Q.dtype)
+
+    def feature_map(x):
+        return torch.exp(x.square().sum(-1, keepdim=True) / (2 * math.sqrt(D))) * random_fourier_features(x, W)
+
+    return kernel_attention(Q, K, V, feature_map)
+''',
+        "must_lose": ["test_rff_attention_hidden_golden"],
+    },
 ]
 
 CORRECT = [
+    {
+        "name": "softmax_float32_inside",
+        "function": "softmax_attention",
+        "source": '''
+def softmax_attention(Q, K, V, mask=None):
+    q, k, v = Q.float(), K.float(), V.float()  # float32 whatever the input
+    scores = torch.einsum("...nd,...ld->...nl", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v).to(Q.dtype), weights.to(Q.dtype)
+''',
+    },
+    {
+        "name": "kernel_attention_float32_inside",
+        "function": "kernel_attention",
+        "source": '''
+def kernel_attention(Q, K, V, feature_map):
+    phi_q, phi_k = feature_map(Q).float(), feature_map(K).float()
+    numerator = phi_q @ (phi_k.transpose(-2, -1) @ V.float())
+    denominator = phi_q @ phi_k.sum(-2, keepdim=True).transpose(-2, -1)
+    return (numerator / denominator).to(V.dtype)
+''',
+    },
     {
         "name": "softmax_einsum_float64_manual_max",
         "function": "softmax_attention",
@@ -366,17 +453,6 @@ def causal_linear_attention(Q, K, V, feature_map):
         den = (phi_q[..., i, :] * Z).sum(-1, keepdim=True)
         outs.append(num / den)
     return torch.stack(outs, dim=-2)
-''',
-    },
-    {
-        "name": "causal_linear_masked_quadratic_form",
-        "function": "causal_linear_attention",
-        "source": '''
-def causal_linear_attention(Q, K, V, feature_map):
-    sim = feature_map(Q) @ feature_map(K).transpose(-2, -1)  # O(N^2) but equal
-    n = Q.shape[-2]
-    sim = sim * torch.ones(n, n, dtype=sim.dtype).tril()
-    return (sim / sim.sum(-1, keepdim=True)) @ V
 ''',
     },
     {

@@ -128,8 +128,8 @@ def check_recording(questions: dict, golden: dict, notebook_error: tuple | None)
     """The reference must pass everything, and every point must rest on recorded values."""
     problems = []
     if notebook_error:
-        index, ename, evalue = notebook_error
-        problems.append(f"the master notebook does not run cleanly: cell {index} raised {ename}: {evalue}")
+        where, ename, evalue = notebook_error
+        problems.append(f"the master notebook does not run cleanly: {where} raised {ename}: {evalue}")
     recorded_by = {spec.get("test") for spec in golden["values"].values()}
     seen = set()
     for qname, q in questions.items():

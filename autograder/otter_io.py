@@ -41,12 +41,19 @@ def possible_points(tests: dict[str, list[dict]]) -> dict[str, float]:
     return {q: sum(case["points"] for case in cases) for q, cases in tests.items()}
 
 
-def first_error(executed_nb) -> tuple[int, str, str] | None:
-    """(cell index, exception name, message) of the first error output in an executed notebook."""
+def first_error(executed_nb) -> tuple[str, str, str] | None:
+    """(where, exception name, message) of the first error output in an executed notebook.
+
+    ``where`` names the cell by its first line of code, which the student can find in their
+    notebook (cell numbers shift: otter adds cells of its own when it grades).
+    """
     for index, cell in enumerate(getattr(executed_nb, "cells", None) or []):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                return index, output.get("ename", ""), output.get("evalue", "")
+                lines = [line.strip() for line in cell.get("source", "").splitlines()]
+                code = next((line for line in lines if line and not line.startswith("#")), "")
+                where = f"the cell starting {code[:60]!r}" if code else f"cell {index}"
+                return where, output.get("ename", ""), output.get("evalue", "")
     return None
 
 

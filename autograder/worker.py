@@ -90,9 +90,9 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
     status, message = "ok", ""
     error = first_error(results.notebook)
     if error:
-        index, ename, evalue = error
+        where, ename, evalue = error
         status = "memory" if any(m in f"{ename}: {evalue}" for m in MEMORY_MARKERS) else "error"
-        message = f"cell {index} raised {ename}: {evalue}"[:500]
+        message = f"{where} raised {ename}: {evalue}"[:500]
     return {"status": status, "message": message, "questions": questions}
 
 

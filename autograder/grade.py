@@ -223,7 +223,9 @@ def feedback_text(row: dict) -> str:
                 kind = "hidden" if case["hidden"] else "public"
                 lines.append(f"  - {case['test']} ({kind}, {case['points'] or 0:g} pt): {mark}")
                 if not case["passed"] and case["message"]:
-                    lines.extend("      " + line for line in case["message"].strip().splitlines()[-6:])
+                    # a hidden test shows only its verdict (what differed), never its code
+                    shown = -1 if case["hidden"] else -6
+                    lines.extend("      " + line for line in case["message"].strip().splitlines()[shown:])
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ It holds what students should not have to write; it never holds a solution.
 
 from .golden import GoldenMismatch, expect, expect_between
 from .plots import plot_attention
+from .progress import progress
 from .runtime import budget, fast_mode, get_device, seed_everything
 from .submission import export_submission
 from .validation import check_tensor
@@ -18,6 +19,7 @@ __all__ = [
     "expect_between",
     "GoldenMismatch",
     "plot_attention",
+    "progress",
     "check_tensor",
     "export_submission",
 ]

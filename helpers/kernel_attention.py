@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
-from tqdm.auto import tqdm
+from .progress import progress
 
 from .validation import check_tensor
 
@@ -243,7 +243,7 @@ def plot_rff_error(rff_attention: Callable, softmax_attention: Callable, *,
     errors = np.zeros((len(dims), len(num_features)))
     grid = [(i, d, j, r) for i, d in enumerate(dims) for j, r in enumerate(num_features)]
     with torch.no_grad():
-        for i, d, j, r in tqdm(grid, desc="RFF error", leave=False):
+        for i, d, j, r in progress(grid, desc="RFF error"):
             gen = torch.Generator().manual_seed(seed * 1000 + d)
             errs = []
             for t in range(trials):
@@ -320,7 +320,7 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
     gen = torch.Generator().manual_seed(seed)
     table = []
     with torch.no_grad():
-        for n in tqdm(lengths, desc="timing", leave=False):
+        for n in progress(lengths, desc="timing"):
             Q, K, V = _qkv(gen, batch, n, dim, value_dim, 1.0, torch.float32)
             row = {"N": n}
             for key, name, fn in (("softmax_s", "causal_softmax", causal_softmax),
@@ -423,7 +423,7 @@ def plot_feature_map_error(trig_attention: Callable, positive_attention: Callabl
     trials = _check_sizes("trials", trials)[0]
     results = {"scales": scales, "trig": [], "positive": []}
     with torch.no_grad():
-        for s in tqdm(scales, desc="feature maps", leave=False):
+        for s in progress(scales, desc="feature maps"):
             gen = torch.Generator().manual_seed(seed)
             errs = {"trig": [], "positive": []}
             for t in range(trials):

@@ -135,6 +135,8 @@ def test_solved_student_notebook_runs_top_to_bottom_and_passes_its_public_checks
     said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")  # run_as_student raises on any error
     assert said.count("All test cases passed!") == 6, said
     assert "failed" not in said.lower()
+    # progress bars end as a summary line, not as a widget frozen at its first frame
+    assert "RFF error: 4 steps in" in said and "timing: 3 steps in" in said and "0%|" not in said
 
 
 def test_untouched_student_notebook_scores_zero_on_every_question(graded):
@@ -169,6 +171,10 @@ def test_results_files_have_one_row_per_submission(graded):
     assert len(list((out / "feedback").glob("*.txt"))) == len(rows)
     feedback = (out / "feedback" / "samples__blank.ipynb.txt").read_text()
     assert "FAILED" in feedback and "Score: 0" in feedback
+    wrong = (out / "feedback" / "variants__softmax_missing_sqrt_d.ipynb.txt").read_text()
+    assert "softmax/plain_out: values differ from the reference: largest error" in wrong
+    for text in (feedback, wrong):  # hidden tests give their verdict, never their code
+        assert "expect(" not in text and "torch.randn" not in text
 
 
 def test_a_second_run_resumes_and_regrades_only_what_changed(layout, graded, submissions, tmp_path):

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import pytest
 import torch
 
-from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, seed_everything
+from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, progress, seed_everything
 from helpers.runtime import FAST_ENV
 
 
@@ -69,3 +69,8 @@ def test_plot_attention_rejects_bad_input():
         plot_attention(torch.ones(2, 3, 4))
     with pytest.raises(ValueError, match="query_labels has 2 labels but weights has 3"):
         plot_attention(torch.ones(3, 3), query_labels=["a", "b"])
+
+
+def test_progress_yields_every_item_outside_a_notebook(capsys):
+    assert list(progress(range(5), desc="steps")) == [0, 1, 2, 3, 4]
+    assert list(progress(iter("ab"), desc="letters")) == ["a", "b"]  # no len(): still works

@@ -34,6 +34,7 @@ import yaml
 from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
 from helpers.runtime import FAST_ENV
 
+from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import first_error, read_tests, summarize
 
@@ -114,7 +115,8 @@ def record_golden(solution_nb: Path, autograder_zip: Path, golden_path: Path) ->
     from otter.api import grade_submission
 
     golden_path.write_text(json.dumps({"format": FORMAT_VERSION, "values": {}}), encoding="utf-8")
-    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), FAST_ENV: "1"}):
+    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), FAST_ENV: "1",
+                        IPYTHONDIR_ENV: str(isolated_ipython_dir(golden_path.parent))}):
         results = grade_submission(str(solution_nb), str(autograder_zip), quiet=True)
     if results.has_catastrophic_failure():
         raise CourseError(f"grading the reference solution failed: {results.catastrophic_error}")

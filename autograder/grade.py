@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from helpers.golden import MODE_ENV
 from helpers.runtime import FAST_ENV
 
+from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
 from .worker import InvalidSubmission, assignment_of, read_submission_notebook
@@ -71,7 +72,8 @@ def run_worker(submission: Path, autograder_zip: Path, limits: Limits) -> dict:
     """Grade one submission in a child process group under the limits; always returns a result."""
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
-        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare"})
+        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare",
+                                  IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.worker", str(submission), str(autograder_zip), str(result_path)],

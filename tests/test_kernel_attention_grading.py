@@ -13,7 +13,7 @@ import yaml
 
 from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
-from autograder.grade import Grader, Limits
+from autograder.grade import Grader, Limits, run_worker
 from autograder.layout import Layout
 from autograder.samples import write_samples
 
@@ -188,3 +188,15 @@ def test_a_second_run_resumes_and_regrades_only_what_changed(layout, graded, sub
     again = Grader(layout, folder, out, Limits(timeout=90, memory_mb=3072), jobs=2).run(log=messages.append)
     assert any(f"{len(rows) - 1} submission(s) already graded" in m for m in messages), messages
     assert {r["file"]: r["total"] for r in again} == {f: r["total"] for f, r in rows.items()}
+
+
+def test_the_graders_own_ipython_startup_scripts_do_not_reach_the_kernels(layout, submissions, tmp_path, monkeypatch):
+    folder, _ = submissions
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    marker = tmp_path / "startup_ran"
+    (startup / "00-sabotage.py").write_text(f"open({str(marker)!r}, 'w').close()\nimport torch\ntorch.softmax = None\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    result = run_worker(folder / "samples" / "complete.ipynb", layout.autograder_zip(SLUG), Limits(timeout=90, memory_mb=3072))
+    assert result["status"] == "ok", result["message"]
+    assert not marker.exists()

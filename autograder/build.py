@@ -20,7 +20,6 @@ import io
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
 from helpers.runtime import FAST_ENV
@@ -87,7 +88,7 @@ NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab"}
 def grading_requirements(layout: Layout) -> list[str]:
     """pip lines for the autograder's environment, taken from the pins in pyproject.toml."""
     pins = tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    return [TORCH_CPU_INDEX, *(pin for pin in pins if re.split(r"[\[=<>~!; ]", pin)[0] not in NOT_IN_GRADING_IMAGE)]
+    return [TORCH_CPU_INDEX, *(pin for pin in pins if canonicalize_name(Requirement(pin).name) not in NOT_IN_GRADING_IMAGE)]
 
 
 def stage_master(layout: Layout, slug: str, stage: Path, golden: dict) -> Path:

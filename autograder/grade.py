@@ -225,10 +225,22 @@ def feedback_text(row: dict) -> str:
                 kind = "hidden" if case["hidden"] else "public"
                 lines.append(f"  - {case['test']} ({kind}, {case['points'] or 0:g} pt): {mark}")
                 if not case["passed"] and case["message"]:
-                    # a hidden test shows only its verdict (what differed), never its code
-                    shown = -1 if case["hidden"] else -6
-                    lines.extend("      " + line for line in case["message"].strip().splitlines()[shown:])
+                    shown = _without_test_code(case["message"]) if case["hidden"] else case["message"].strip().splitlines()[-6:]
+                    lines.extend("      " + line for line in shown)
     return "\n".join(lines) + "\n"
+
+
+def _without_test_code(message: str) -> list[str]:
+    """A hidden test's failure as the student may see it: the exception, not the failing line.
+
+    Otter writes "Error at line N in test q:" and the line of test code before the exception;
+    those two lines go, the verdict (what differed, or the student's own error) stays.
+    """
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("Error at line"):
+            return lines[:i] + lines[i + 2:]
+    return lines
 
 
 def format_table(rows: list[dict]) -> str:

@@ -22,7 +22,8 @@ from matplotlib.ticker import NullFormatter
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode  # what torch.profiler and FlopCounterMode build on
+from torch.utils._pytree import tree_leaves
 from .progress import progress
 
 from .validation import check_tensor
@@ -98,18 +99,24 @@ def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
     return float((approx - exact).norm() / exact.norm().clamp_min(1e-300))
 
 
-class _LargestTensor(TorchFunctionMode):
-    """Records the size of every tensor that a torch function returns while the mode is active."""
+class _LargestTensor(TorchDispatchMode):
+    """Records the largest tensor storage that any ATen operation allocates while active.
+
+    Dispatch level, not Python level: the matrices an ``einsum`` or ``matmul`` builds inside one
+    call are seen too. Storage, not shape: an ``expand``-ed view costs no memory.
+    """
 
     def __init__(self):
         super().__init__()
         self.numel, self.shape = 0, ()
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        for value in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(value, torch.Tensor) and value.numel() > self.numel:
-                self.numel, self.shape = value.numel(), tuple(value.shape)
+        for value in tree_leaves(result):
+            if isinstance(value, torch.Tensor):
+                numel = value.untyped_storage().nbytes() // max(1, value.element_size())
+                if numel > self.numel:
+                    self.numel, self.shape = numel, tuple(value.shape)
         return result
 
 
@@ -124,7 +131,8 @@ def largest_intermediate(fn: Callable, *args, **kwargs) -> tuple[object, int, tu
     result
         What ``fn`` returned.
     numel : int
-        Number of entries of the largest tensor created during the call.
+        Number of entries of the largest tensor storage allocated during the call, including the
+        intermediate results inside a single ``einsum`` or ``matmul``.
     shape : tuple of int
         Its shape.
     """

@@ -31,7 +31,9 @@ def progress(iterable: Iterable[T], desc: str, total: int | None = None) -> Iter
     """Iterate over ``iterable`` with a progress bar labelled ``desc``.
 
     In a notebook the bar is a widget that turns into ``"<desc>: <n> steps in <s> s"`` when the
-    loop ends; elsewhere it is tqdm's text bar, cleared at the end.
+    loop ends; elsewhere it is tqdm's text bar, cleared at the end. Use it directly in a ``for``
+    loop: the summary is written when the generator finishes or is closed (a ``break`` closes it
+    as soon as the loop lets go of it).
     """
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)

@@ -299,6 +299,18 @@ def kernel_attention(Q, K, V, feature_map):
         "must_lose": ["test_kernel_attention_hidden_linear_memory"],
     },
     {
+        "name": "kernel_attention_one_einsum",
+        "function": "kernel_attention",
+        "source": '''
+def kernel_attention(Q, K, V, feature_map):
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    # BUG: one einsum over three operands contracts left to right: it builds the (N, L) matrix inside
+    numerator = torch.einsum("...nf,...lf,...lm->...nm", phi_q, phi_k, V)
+    return numerator / torch.einsum("...nf,...f->...n", phi_q, phi_k.sum(-2)).unsqueeze(-1)
+''',
+        "must_lose": ["test_kernel_attention_hidden_linear_memory"],
+    },
+    {
         "name": "softmax_boolean_index_mask",
         "function": "softmax_attention",
         "source": '''

@@ -4,6 +4,8 @@ One grading run (two at a time, as an instructor would) covers the sample submis
 known-wrong and known-correct implementation from ``kernel_attention_variants``.
 """
 
+import subprocess
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -85,8 +87,12 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
     # Gradescope builds its image from environment.yml: the pins' Python and the CPU build of torch.
     assert "python=3.11" in environment["dependencies"]
     pip = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
-    assert "torch==2.13.0" in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
-    assert "otter-grader[grading,plugins]==7.0.0" in pip
+    pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    torch_pin = next(p for p in pins if p.startswith("torch=="))
+    otter_version = next(p for p in pins if p.startswith("otter-grader")).split("==")[1]
+    assert torch_pin in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+    assert f"otter-grader[grading,plugins]=={otter_version}" in pip  # added by otter, not by us
+    assert not any(p.startswith(("jupyterlab", "otter-grader[grading]")) for p in pip)
 
 
 def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):
@@ -111,7 +117,7 @@ def test_reference_solution_scores_full_marks(graded):
         assert rows[name]["total"] == rows[name]["possible"], hidden_failures(rows[name])
 
 
-def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submissions):
+def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submissions, tmp_path):
     latex_or_skip()
     folder, _ = submissions
     with zipfile.ZipFile(folder / "exports" / "with_pdf.zip") as zf:
@@ -119,6 +125,14 @@ def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submi
         pdf = zf.read(f"{SLUG}.pdf") if f"{SLUG}.pdf" in names else b""
     assert f"{SLUG}.ipynb" in names
     assert pdf.startswith(b"%PDF"), names
+    # The PDF holds the written answers and the three plots that are part of the answers.
+    (tmp_path / "export.pdf").write_bytes(pdf)
+    listing = subprocess.run(["pdfimages", "-list", str(tmp_path / "export.pdf")], capture_output=True,
+                             text=True, check=True).stdout.splitlines()[2:]
+    assert len(listing) >= 3, listing
+    text = subprocess.run(["pdftotext", str(tmp_path / "export.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "Question 7c (written)" in text and "timing: 3 steps in" in text
 
 
 def test_export_without_latex_still_gives_a_gradable_zip_and_says_so(submissions, tmp_path):

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode  # what torch.profiler and FlopCounterMode build on
 from torch.utils._pytree import tree_leaves
-from .progress import progress
 
+from .progress import progress
 from .validation import check_tensor
 
 __all__ = [

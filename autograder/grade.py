@@ -1,27 +1,39 @@
-"""``course grade``: grade every submission in a folder, in parallel, each in its own process.
+"""``course grade``: grade every submission in a folder, in parallel, each sealed in a sandbox.
 
 Every ``.ipynb`` or ``.zip`` found gets exactly one row (points per question, total, status
-ok / error / timeout / memory / invalid, and a message), whatever the submission does. Rows are
-saved one file per submission as they finish, so an interrupted run resumes where it stopped;
-a row is reused only while the submission's bytes (sha256) and the autograder are unchanged.
+ok / error / timeout / memory / tampered / invalid, and a message), whatever the submission
+does. Rows are saved atomically, one file per submission, as they finish, so an interrupted (even
+killed) run resumes where it stopped; a row is reused only while the submission's bytes (sha256)
+and the autograder are unchanged.
+
+By default each submission runs sealed (:mod:`autograder.sealed`): in a bubblewrap sandbox, its
+score judged outside from the values its tests collected. ``unsafe=True`` is the plain path for
+machines where no sandbox starts: otter in a child process of the grading user, which a
+determined submission can fool.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
+import queue
+import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
 from tqdm.auto import tqdm
 
 from helpers.golden import MODE_ENV
@@ -30,16 +42,17 @@ from helpers.runtime import FAST_ENV
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
+from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+from .sealed import Autograder, grade_sealed, runner_library
 from .worker import InvalidSubmission, assignment_of, read_submission_notebook
 
-STATUSES = ("ok", "error", "timeout", "memory", "invalid")
+STATUSES = ("ok", "error", "timeout", "memory", "tampered", "invalid")
 SUBMISSION_SUFFIXES = (".ipynb", ".zip")
+#: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
 
-
-@dataclass(frozen=True)
-class Limits:
-    timeout: float = 300.0  # wall-clock seconds per submission
-    memory_mb: int = 4096  # address-space limit of each process grading a submission
+#: Time, memory (all processes of a submission together), process and output limits.
+Limits = SandboxLimits
 
 
 def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -69,7 +82,7 @@ def _limit_memory(memory_mb: int):
 
 
 def run_worker(submission: Path, autograder_zip: Path, limits: Limits) -> dict:
-    """Grade one submission in a child process group under the limits; always returns a result."""
+    """Unsafe path: grade one submission with otter in a child process group; always returns a result."""
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare",
@@ -113,32 +126,46 @@ class Grader:
     force: bool = False
     assignment: str | None = None
     autograder: Path | None = None
+    unsafe: bool = False  # plain otter grading, for machines where no sandbox can start
+    _autograders: dict = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def autograder_for(self, path: Path) -> tuple[str, Path]:
-        """(assignment, autograder zip) for a submission; InvalidSubmission if it can't be told."""
-        if self.autograder:
-            return self.assignment or self.autograder.stem.removesuffix("-autograder"), self.autograder
+    def autograder_for(self, path: Path) -> tuple[str, Path, nbformat.NotebookNode]:
+        """(assignment, autograder zip, notebook) of a submission; InvalidSubmission if it can't be told."""
         nb = read_submission_notebook(path)
+        if self.autograder:
+            return self.assignment or self.autograder.stem.removesuffix("-autograder"), self.autograder, nb
         slug = self.assignment or assignment_of(nb)
         if not slug:
             raise InvalidSubmission("the notebook does not say which assignment it is (no otter metadata); "
                                     "grade it with --assignment SLUG")
+        if not isinstance(slug, str) or not SLUG_PATTERN.fullmatch(slug):
+            raise InvalidSubmission(f"the notebook names the assignment {str(slug)[:60]!r}, which is not an "
+                                    "assignment name (lowercase letters, digits and _)")
         zip_path = self.layout.autograder_zip(slug)
         if not zip_path.is_file():
             raise InvalidSubmission(f"no autograder for assignment {slug!r} at {zip_path}; run `course build {slug}`")
-        return slug, zip_path
+        return slug, zip_path, nb
+
+    def loaded(self, zip_path: Path) -> Autograder:
+        """The autograder zip, read once per run (its public files extracted for the sandboxes)."""
+        with self._lock:
+            if zip_path not in self._autograders:
+                folder = self._workspace / f"autograder{len(self._autograders)}"
+                self._autograders[zip_path] = Autograder.load(zip_path, folder)
+            return self._autograders[zip_path]
 
     def grade_one(self, path: Path, row_path: Path) -> dict:
         started = time.perf_counter()
         row = {"submission": submission_id(path, self.submissions), "file": str(path.relative_to(self.submissions)),
                "sha256": sha256(path)}
         try:
-            slug, zip_path = self.autograder_for(path)
+            slug, zip_path, nb = self.autograder_for(path)
         except InvalidSubmission as err:
             row.update(assignment="", autograder_sha256="", status="invalid", message=str(err), questions={})
         else:
             row.update(assignment=slug, autograder_sha256=sha256(zip_path))
-            row.update(run_worker(path, zip_path, self.limits))
+            row.update(self.grade_notebook(path, zip_path, nb))
             possible = possible_points(read_tests(zip_path))
             for q, points in possible.items():  # every question gets a column, even on timeout
                 row["questions"].setdefault(q, {"score": 0, "possible": points, "cases": []})
@@ -146,23 +173,55 @@ class Grader:
         row["total"] = round(sum(row["scores"].values()), 4)
         row["possible"] = round(sum(v["possible"] for v in row["questions"].values()), 4)
         row["seconds"] = round(time.perf_counter() - started, 2)
-        row_path.write_text(json.dumps(row, indent=1), encoding="utf-8")
+        row["sealed"] = not self.unsafe
+        write_atomically(row_path, json.dumps(row, indent=1))
         return row
 
+    def grade_notebook(self, path: Path, zip_path: Path, nb) -> dict:
+        if self.unsafe:
+            return run_worker(path, zip_path, self.limits)
+        slot = self._slots.get()
+        workspace = Path(tempfile.mkdtemp(prefix="submission-", dir=self._workspace))
+        try:
+            return grade_sealed(self._sandbox, self.loaded(zip_path), nbformat.writes(nb), workspace, slot=slot,
+                                limits=self.limits, lib=self._lib, threads=max(1, (os.cpu_count() or 1) // self.jobs))
+        finally:
+            self._slots.put(slot)
+            shutil.rmtree(workspace, ignore_errors=True)
+
     def is_current(self, row_path: Path, path: Path) -> bool:
-        """A saved row still holds: same submission bytes, same autograder (if it got that far)."""
+        """A saved row still holds: same submission bytes, same autograder (if it got that far), same mode."""
         if self.force or not row_path.is_file():
             return False
         try:
             row = json.loads(row_path.read_text(encoding="utf-8"))
         except ValueError:
             return False
-        if row.get("sha256") != sha256(path):
+        if row.get("sha256") != sha256(path) or row.get("sealed", False) != (not self.unsafe):
             return False
         if not row.get("assignment"):  # rejected before an autograder was chosen
             return True
         zip_path = self.autograder or self.layout.autograder_zip(row["assignment"])
         return zip_path.is_file() and row.get("autograder_sha256") == sha256(zip_path)
+
+    def start_sandboxes(self, workspace: Path) -> None:
+        """Check that a sandbox starts here; prepare what every sandbox of this run shares."""
+        self._workspace = workspace
+        self._lib = runner_library(workspace)
+        self._slots = queue.Queue()
+        for slot in range(max(1, self.jobs)):
+            self._slots.put(slot)
+        if self.unsafe:
+            return
+        staging = workspace / "staging"
+        staging.mkdir()
+        try:
+            self._sandbox = Sandbox(python=Path(sys.executable), staging=staging)
+            self._sandbox.probe()
+        except SandboxUnavailable as err:
+            raise CourseError(f"{err}\nSubmissions cannot be graded sealed on this machine. `course grade --unsafe` "
+                              "grades them with otter in your own account, where a submission can read the hidden "
+                              "tests and forge its score: use it only for code you trust.") from None
 
     def run(self, log=print) -> list[dict]:
         if not self.submissions.is_dir():
@@ -184,32 +243,53 @@ class Grader:
                 todo.append((path, row_path))
         if rows:
             log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
-        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            futures = {pool.submit(self.grade_one, p, r): p for p, r in todo}
-            for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="submission",
-                               disable=not todo):
-                rows[futures[future]] = future.result()
+        workspace = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        workspace.chmod(0o755)  # the sandboxes' uid reads the shared files below it
+        try:
+            if todo:
+                self.start_sandboxes(workspace)
+                log("grading sealed: each submission in a bubblewrap sandbox, scores judged outside it"
+                    if not self.unsafe else
+                    "WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
+            with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+                futures = {pool.submit(self.grade_one, p, r): p for p, r in todo}
+                for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="submission",
+                                   disable=not todo):
+                    rows[futures[future]] = future.result()
+        finally:
+            shutil.rmtree(workspace, ignore_errors=True)
         ordered = [rows[p] for p in found]
         write_reports(ordered, self.out)
         return ordered
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write a file so that a reader (or a rerun after a kill) sees the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def write_reports(rows: list[dict], out: Path) -> None:
     """results.csv / results.json (one row per submission) and feedback/<submission>.txt."""
     questions = sorted({q for row in rows for q in row["scores"]})
-    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", "assignment", "status", *questions, "total", "possible", "seconds", "message"])
-        for row in rows:
-            writer.writerow([row["submission"], row["assignment"], row["status"],
-                             *(row["scores"].get(q, "") for q in questions),
-                             row["total"], row["possible"], row["seconds"], row["message"]])
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(["submission", "assignment", "status", *questions, "total", "possible", "seconds", "message"])
+    for row in rows:
+        writer.writerow([row["submission"], row["assignment"], row["status"],
+                         *(row["scores"].get(q, "") for q in questions),
+                         row["total"], row["possible"], row["seconds"], row["message"]])
+    write_atomically(out / "results.csv", table.getvalue())
     summary = [{k: v for k, v in row.items() if k != "questions"} for row in rows]
-    (out / "results.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    write_atomically(out / "results.json", json.dumps(summary, indent=1))
     feedback = out / "feedback"
     feedback.mkdir(exist_ok=True)
     for row in rows:
-        (feedback / f"{row['submission']}.txt").write_text(feedback_text(row), encoding="utf-8")
+        write_atomically(feedback / f"{row['submission']}.txt", feedback_text(row))
 
 
 def feedback_text(row: dict) -> str:

@@ -1,0 +1,245 @@
+"""Runs inside the grading sandbox: execute a submission's notebook, then the tests, report out.
+
+Started by ``course grade`` as ``python /grading/lib/course_runner.py``. It trusts nothing it
+reports: everything here shares the sandbox with the student's code. The grader outside judges
+the collected values against golden values that never enter the sandbox.
+
+Protocol, newline-delimited JSON on the file descriptor ``$COURSE_CHANNEL_FD``:
+
+1. ``{"event": "cells_done", ...}`` once every cell of the notebook has run (with the first
+   error, if any, and whether the kernel died);
+2. the grader answers on stdin with one line: the test files ``[{"question", "source"}]``.
+   Test code enters the sandbox only now, after the student's cells have run;
+3. ``{"event": "test", "test", "passed", "error", "values"}`` per test function, with the values
+   ``expect`` collected while it ran;
+4. ``{"event": "done"}``.
+
+Only the standard library, nbformat and nbclient are imported here: no otter, no torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+CHANNEL_ENV = "COURSE_CHANNEL_FD"
+SUBMISSION = Path("/grading/submission")  # read-only: the notebook and job.json
+ASSETS = Path("/grading/assets")  # read-only: the assignment's public files (helpers, data)
+OUTBOX = Path("/tmp/course-outbox.jsonl")
+MAX_VALUES_BYTES = 32 << 20
+MAX_ERROR_CHARS = 300
+PR_SET_DUMPABLE = 4
+
+# Cells that are only a public check or the export: skipped in grading (public checks carry no
+# points; otter's grading mode turns the export into a no-op). Nothing a student writes is lost:
+# the whole cell must be exactly one such call.
+SKIPPED_CELL = re.compile(r"""(grader\.check\(\s*["'][\w.-]+["']\s*\)|grader\.check_all\(\)|export_submission\(grader\))""")
+
+# The code the kernel runs for one test file. Its output is one JSON line per test function.
+TEST_DRIVER = r'''
+def __course_run_test_file(source, outbox):
+    import ast, inspect, json, os
+    os.environ["COURSE_GOLDEN_MODE"] = "collect"
+    os.environ["COURSE_GOLDEN_OUTBOX"] = outbox
+    user_ns = get_ipython().user_ns
+    tree = ast.parse(source)
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "otter.test_files")]
+    cases = []
+    def test_case(**config):
+        def register(fn):
+            cases.append(fn)
+            return fn
+        return register
+    namespace = {"test_case": test_case, "__name__": "course_test"}
+    exec(compile(tree, "<test>", "exec"), namespace)
+    for fn in cases:
+        names = list(inspect.signature(fn).parameters)
+        missing = [n for n in names if n != "env" and n not in user_ns]
+        if missing:
+            print(json.dumps({"test": fn.__name__, "passed": False,
+                              "error": "the notebook does not define " + ", ".join(missing)}), flush=True)
+            continue
+        try:
+            fn(**{n: (user_ns if n == "env" else user_ns[n]) for n in names})
+        except BaseException as err:
+            print(json.dumps({"test": fn.__name__, "passed": False,
+                              "error": f"{type(err).__name__}: {err}"}), flush=True)
+        else:
+            print(json.dumps({"test": fn.__name__, "passed": True, "error": ""}), flush=True)
+'''
+
+
+def protect_self() -> None:
+    """Other processes of the sandbox (the student's) may not read this one's memory or descriptors."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def skipped(source: str) -> bool:
+    return SKIPPED_CELL.fullmatch(source.strip()) is not None
+
+
+def first_line_of_code(source: str) -> str:
+    lines = [line.strip() for line in source.splitlines()]
+    return next((line for line in lines if line and not line.startswith("#")), "")
+
+
+def short(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    text = "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in str(text))
+    return text[:limit]
+
+
+def kernel_exit(client) -> str:
+    """How the kernel ended, as far as its process tells."""
+    try:
+        code = client.km.provisioner.process.poll()
+    except AttributeError:
+        code = None
+    if code is None:
+        return "the notebook's kernel died"
+    if code < 0:
+        return f"the notebook's kernel was killed by signal {-code} ({signal.Signals(-code).name})"
+    return f"the notebook's kernel exited with code {code} (os._exit or a crash in a cell?)"
+
+
+class Runner:
+    def __init__(self, channel):
+        self.channel = channel
+        self.outbox_position = 0
+        self.values_bytes = 0
+
+    def send(self, message: dict) -> None:
+        self.channel.write(json.dumps(message) + "\n")
+        self.channel.flush()
+
+    def prepare(self) -> Path:
+        job = json.loads((SUBMISSION / "job.json").read_text())
+        workdir = Path.cwd()
+        if ASSETS.is_dir():  # data files next to the notebook, as in the student's folder
+            for entry in ASSETS.iterdir():
+                if not (workdir / entry.name).exists():
+                    (workdir / entry.name).symlink_to(entry)
+        notebook = workdir / job["notebook_name"]
+        shutil.copyfile(SUBMISSION / "submission.ipynb", notebook)
+        profile = Path(os.environ["IPYTHONDIR"]) / "profile_default"
+        profile.mkdir(parents=True, exist_ok=True)
+        (profile / "ipython_kernel_config.py").write_text('c.IPKernelApp.log_level = "ERROR"\n')
+        return notebook
+
+    def run(self) -> None:
+        import nbformat
+        from nbclient import NotebookClient
+        from nbclient.exceptions import DeadKernelError
+
+        notebook = self.prepare()
+        nb = nbformat.read(notebook, as_version=4)
+        client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=None,
+                                resources={"metadata": {"path": str(notebook.parent)}})
+        first_error, died = None, None
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type != "code" or skipped(cell.source):
+                    continue
+                try:
+                    client.execute_cell(cell, index)
+                except DeadKernelError:
+                    died = f"{kernel_exit(client)} while running the cell starting {first_line_of_code(cell.source)[:60]!r}"
+                    break
+                if first_error is None:
+                    for output in cell.get("outputs", []):
+                        if output.get("output_type") == "error":
+                            first_error = {"cell": first_line_of_code(cell.source)[:60], "index": index,
+                                           "ename": short(output.get("ename", ""), 80),
+                                           "evalue": short(output.get("evalue", ""))}
+                            break
+            self.send({"event": "cells_done", "first_error": first_error, "kernel_died": died})
+            request = sys.stdin.readline()
+            files = json.loads(request) if request.strip() else []
+            if died is None and files:
+                self.run_tests(client, nb, files)
+        self.send({"event": "done"})
+
+    def run_tests(self, client, nb, files: list[dict]) -> None:
+        from nbclient.exceptions import DeadKernelError
+
+        OUTBOX.write_text("")
+        client.execute_cell(self.append(nb, TEST_DRIVER), len(nb.cells) - 1)
+        for test_file in files:
+            cell = self.append(nb, f"__course_run_test_file({test_file['source']!r}, {str(OUTBOX)!r})")
+            try:
+                client.execute_cell(cell, len(nb.cells) - 1)
+            except DeadKernelError:
+                self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                           "error": kernel_exit(client) + " during the tests", "values": self.new_values()})
+                return
+            reported = False
+            for output in cell.get("outputs", []):
+                for line in (output.get("text") or "").splitlines():
+                    try:
+                        outcome = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(outcome, dict) and "test" in outcome:
+                        self.send({"event": "test", "question": test_file["question"], "test": str(outcome["test"]),
+                                   "passed": outcome.get("passed") is True, "error": short(outcome.get("error", "")),
+                                   "values": self.new_values()})
+                        reported = True
+                if output.get("output_type") == "error":
+                    self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                               "error": short(f"{output.get('ename')}: {output.get('evalue')}"),
+                               "values": self.new_values()})
+            if not reported:
+                self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                           "error": "the test file reported nothing", "values": self.new_values()})
+
+    @staticmethod
+    def append(nb, source: str):
+        """A new code cell at the end of the notebook (nbclient writes outputs back by index)."""
+        import nbformat
+
+        nb.cells.append(nbformat.v4.new_code_cell(source))
+        return nb.cells[-1]
+
+    def new_values(self) -> list:
+        """Values collected since the last call (malformed lines skipped, size capped)."""
+        try:
+            with open(OUTBOX, "rb") as f:
+                f.seek(self.outbox_position)
+                data = f.read(max(MAX_VALUES_BYTES - self.values_bytes, 0))
+        except OSError:
+            return []
+        self.outbox_position += len(data)
+        self.values_bytes += len(data)
+        values = []
+        for line in data.splitlines():
+            try:
+                values.append(json.loads(line))
+            except ValueError:
+                continue
+        return values
+
+
+def main() -> int:
+    protect_self()
+    fd = int(os.environ.pop(CHANNEL_ENV))
+    os.set_inheritable(fd, False)  # the kernel must not inherit the way out
+    with os.fdopen(fd, "w", encoding="utf-8") as channel:
+        runner = Runner(channel)
+        try:
+            runner.run()
+        except Exception as err:  # the runner's own failure, reported rather than swallowed
+            runner.send({"event": "runner_error", "error": short(f"{type(err).__name__}: {err}")})
+            raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Sealed grading: run a submission in the sandbox, judge what it collected outside it.
+
+Inside the sandbox (:mod:`autograder.sandbox_runner`) the notebook runs, then the tests, with
+``expect`` in *collect* mode. Out here the score is computed: a test with points passes only if
+every golden value recorded for it was collected exactly once and is judged close (or in range)
+by :func:`helpers.golden.judge`, and the test itself did not raise. Golden values, tolerances and
+the tests' points are read from the autograder zip here and never enter the sandbox, so patching
+anything inside the kernel (otter, helpers, numpy, torch) can change only the student's own values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.golden import GOLDEN_FILENAME, judge
+from helpers.runtime import FAST_ENV
+
+from .otter_io import read_tests
+from .sandbox import WORKDIR, Sandbox, SandboxLimits, SandboxRun
+
+RUNNER = Path(__file__).with_name("sandbox_runner.py")
+MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory")
+#: Module names that are replaced inside the sandbox by a stub that refuses to import.
+#: rfc3987_syntax builds a parser grammar at import (1.3 s, in the runner and again in the kernel)
+#: for a URI format check that validating a notebook never uses; jsonschema skips it when absent.
+SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
+
+
+@dataclass
+class Autograder:
+    """What the grader needs from one autograder zip. Only ``assets`` is shown to submissions."""
+
+    zip_path: Path
+    name: str  # assignment name, as the notebook file is called
+    tests: dict  # question -> [{"test", "points", "hidden"}]
+    sources: list[dict]  # [{"question", "source"}] test files, sent in after the cells ran
+    golden: dict  # key -> spec (with "test")
+    assets: Path  # public files of the zip (helpers, data), golden values left out
+
+    @classmethod
+    def load(cls, zip_path: Path, folder: Path) -> "Autograder":
+        tests = read_tests(zip_path)
+        assets = folder / "assets"
+        sources = []
+        with zipfile.ZipFile(zip_path) as zf:
+            config = json.loads(zf.read("otter_config.json"))
+            golden = json.loads(zf.read(f"files/{GOLDEN_FILENAME}"))["values"]
+            for info in zf.infolist():
+                name = info.filename
+                if name.startswith("tests/") and name.endswith(".py"):
+                    sources.append({"question": Path(name).stem, "source": zf.read(name).decode("utf-8")})
+                elif name.startswith("files/") and not info.is_dir() and Path(name).name != GOLDEN_FILENAME:
+                    target = assets / Path(name).relative_to("files")
+                    if ".." in Path(name).parts:
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(zf.read(name))
+        assets.mkdir(parents=True, exist_ok=True)
+        _open_up(folder)
+        return cls(zip_path, config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
+                   golden, assets)
+
+
+def _open_up(folder: Path) -> None:
+    """Readable by the sandbox's uid: folders 755, files 644 (all under a grader-owned temp folder)."""
+    for root, dirs, files in os.walk(folder):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
+
+
+def runner_library(folder: Path) -> Path:
+    """The read-only /grading/lib: the runner and the stubs of slow optional imports."""
+    lib = folder / "lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(RUNNER, lib / "course_runner.py")
+    for module in SLOW_OPTIONAL_IMPORTS:
+        (lib / f"{module}.py").write_text(f'raise ImportError("{module} is left out of the grading sandbox")\n')
+    _open_up(lib)
+    return lib
+
+
+def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
+    return {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": WORKDIR,
+        "USER": "student",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": "/grading/lib:/grading/assets",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "IPYTHONDIR": "/tmp/ipython",
+        "JUPYTER_RUNTIME_DIR": "/tmp/jupyter",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": "/tmp/matplotlib",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        FAST_ENV: "1",
+    }
+
+
+def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
+                 limits: SandboxLimits, lib: Path, threads: int = 1) -> dict:
+    """Grade one submission (its notebook's text); always returns a result dict."""
+    submission = workspace / "submission"
+    submission.mkdir(parents=True)
+    (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
+    (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb"}))
+    _open_up(workspace)
+    request = (json.dumps(autograder.sources) + "\n").encode("utf-8")
+
+    def on_message(message: dict):
+        if message.get("event") == "cells_done":
+            return request  # the tests go in only now
+        return None
+
+    run = sandbox.run([sys.executable, "/grading/lib/course_runner.py"],
+                      binds=[(lib, "/grading/lib"), (autograder.assets, "/grading/assets"),
+                             (submission, "/grading/submission")],
+                      env=sandbox_environment(Path(sys.executable).parent, threads), slot=slot,
+                      limits=limits, on_message=on_message)
+    return verdict(run, autograder, limits)
+
+
+def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> dict:
+    """Status, message and per-question scores from what the sandbox reported."""
+    events = {m.get("event") for m in run.messages}
+    tests = [m for m in run.messages if m.get("event") == "test"]
+    cells = next((m for m in run.messages if m.get("event") == "cells_done"), None)
+    questions, tampering = score(autograder, tests)
+
+    status, message = "ok", ""
+    if run.killed_for == "timeout":
+        status, message = "timeout", f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
+    elif run.killed_for == "memory":
+        status, message = "memory", (f"used more than {limits.memory_mb} MB of memory (all its processes together); "
+                                     "stopped")
+    elif run.killed_for == "processes":
+        status, message = "error", f"started more than {limits.processes} processes at once; stopped"
+    elif run.channel_overflow or tampering:
+        status, message = "tampered", "; ".join(tampering) or "the sandbox sent more results than any test makes"
+    elif cells and cells.get("kernel_died"):
+        status, message = "error", cells["kernel_died"]
+    elif cells and cells.get("first_error"):
+        err = cells["first_error"]
+        text = f"{err['ename']}: {err['evalue']}"
+        status = "memory" if any(m in text for m in MEMORY_MARKERS) else "error"
+        message = f"the cell starting {err['cell']!r} raised {text}"
+    elif "done" not in events:
+        status = "error"
+        runner_error = next((m["error"] for m in run.messages if m.get("event") == "runner_error"), "")
+        if runner_error:
+            message = f"grading failed inside the sandbox: {runner_error}"
+        else:
+            tail = run.output.strip()[-300:]
+            message = ("the grading runner stopped before it finished (did the notebook kill it, or exit?)"
+                       + (f": {tail}" if tail else ""))
+    if run.output_dropped and status == "ok":
+        message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
+    return {"status": status, "message": message[:500], "questions": questions,
+            "peak_memory_mb": round(run.peak_memory_mb), "sandbox_seconds": round(run.seconds, 2)}
+
+
+def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
+    """Per-question scores, judged here from the collected values; plus any signs of tampering."""
+    outcomes = {m["test"]: m for m in tests if m.get("test")}
+    file_errors = {m["question"]: m["error"] for m in tests if not m.get("test")}
+    collected: dict[str, list] = {}
+    for m in tests:
+        for line in m.get("values") or []:
+            if isinstance(line, dict) and isinstance(line.get("key"), str):
+                collected.setdefault(line["key"], []).append(line)
+    keys_of = {}
+    for key, spec in autograder.golden.items():
+        keys_of.setdefault(spec.get("test"), []).append(key)
+    repeated = sorted(k for k, v in collected.items() if len(v) > 1 and k in autograder.golden)
+    tampering = [f"value {k!r} was reported {len(collected[k])} times" for k in repeated[:3]]
+    counts = Counter(m["test"] for m in tests if m.get("test"))
+    tampering += [f"test {t} was reported {n} times" for t, n in counts.items() if n > 1][:3]
+
+    questions = {}
+    for question, cases in autograder.tests.items():
+        results = []
+        for case in cases:
+            outcome = outcomes.get(case["test"])
+            problems = []
+            if outcome is None:
+                problems.append(f"did not run ({file_errors.get(question) or 'the grading stopped before it'})")
+            elif not outcome.get("passed"):
+                problems.append(f"raised {outcome.get('error') or 'an error'}")
+            if case["hidden"]:
+                for key in keys_of.get(case["test"], []):
+                    got = collected.get(key, [])
+                    if outcome is not None and not got:
+                        if outcome.get("passed"):
+                            problems.append(f"{key}: no value was collected")
+                    elif len(got) > 1:
+                        problems.append(f"{key}: reported more than once")
+                    elif got:
+                        problems.append(_judged(key, autograder.golden[key], got[0]))
+            problems = [p for p in problems if p]
+            passed = not problems
+            results.append({"test": case["test"], "hidden": case["hidden"], "points": case["points"],
+                            "passed": passed, "message": "\n".join(problems)})
+        score_ = sum(r["points"] for r in results if r["passed"])
+        questions[question] = {"score": score_, "possible": sum(r["points"] for r in results), "cases": results}
+    return questions, tampering
+
+
+def _judged(key: str, spec: dict, line: dict) -> str | None:
+    if "error" in line:
+        return f"{key}: {line['error']}"[:300]
+    try:
+        message = judge(spec, line["value"])
+    except Exception:  # a malformed record is a wrong value, never a crash of the grader
+        return f"{key}: the value could not be read"
+    return f"{key}: {message}" if message else None
+

@@ -10,10 +10,17 @@ from pathlib import Path
 from .layout import CourseError, Layout
 
 
+def find_layout(args) -> Layout:
+    """The course bundle to work on, said out loud: an instructor may run this from any folder."""
+    layout = Layout.find(args.course)
+    print(f"course bundle: {layout.root}", file=sys.stderr)
+    return layout
+
+
 def cmd_build(args) -> int:
     from .build import build
 
-    layout = Layout.find()
+    layout = find_layout(args)
     for slug in args.slugs or layout.slugs():
         build(layout, slug)
     return 0
@@ -22,11 +29,12 @@ def cmd_build(args) -> int:
 def cmd_grade(args) -> int:
     from .grade import Grader, Limits, format_table
 
-    layout = Layout.find()
+    layout = find_layout(args)
     started = time.perf_counter()
     grader = Grader(layout, Path(args.submissions).resolve(), Path(args.out).resolve(),
-                    Limits(timeout=args.timeout, memory_mb=args.memory), jobs=args.jobs, force=args.force,
-                    assignment=args.assignment, autograder=Path(args.autograder).resolve() if args.autograder else None)
+                    Limits(timeout=args.timeout, memory_mb=args.memory, processes=args.processes), jobs=args.jobs,
+                    force=args.force, assignment=args.assignment,
+                    autograder=Path(args.autograder).resolve() if args.autograder else None, unsafe=args.unsafe)
     rows = grader.run()
     print(format_table(rows))
     print(f"\n{len(rows)} submission(s) in {time.perf_counter() - started:.1f} s; "
@@ -37,7 +45,7 @@ def cmd_grade(args) -> int:
 def cmd_check(args) -> int:
     from .check import check
 
-    problems = check(Layout.find(), args.slugs or None)
+    problems = check(find_layout(args), args.slugs or None)
     for problem in problems:
         print(f"FAIL {problem}")
     print("course check: " + ("all good" if not problems else f"{len(problems)} problem(s)"))
@@ -47,11 +55,13 @@ def cmd_check(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import demo
 
-    return demo(Layout.find(), Path(args.out).resolve() if args.out else None)
+    return demo(find_layout(args), Path(args.out).resolve() if args.out else None)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description="Build, grade and check the course notebooks.")
+    p.add_argument("--course", metavar="DIR", help="the course bundle (default: the one at or above the current "
+                                                    "folder, else the one this command is installed from)")
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="build student notebooks and autograders from the masters")
@@ -63,7 +73,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="folder for results.csv, results.json and feedback/")
     g.add_argument("--jobs", type=int, default=2, help="submissions graded at once (default 2)")
     g.add_argument("--timeout", type=float, default=300, help="seconds per submission (default 300)")
-    g.add_argument("--memory", type=int, default=4096, help="memory limit per process in MB (default 4096)")
+    g.add_argument("--memory", type=int, default=4096,
+                   help="memory limit in MB for all processes of one submission together (default 4096)")
+    g.add_argument("--processes", type=int, default=64, help="processes one submission may run at once (default 64)")
+    g.add_argument("--unsafe", action="store_true",
+                   help="grade without the sandbox (plain otter in your account), where no sandbox can start; "
+                        "a submission can then read hidden tests and forge its score")
     g.add_argument("--force", action="store_true", help="regrade submissions that already have a row")
     g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
@@ -81,6 +96,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.course = getattr(args, "course", None)
     try:
         return args.func(args)
     except CourseError as err:

@@ -243,7 +243,8 @@ class Grader:
                 todo.append((path, row_path))
         if rows:
             log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
-        workspace = Path(tempfile.mkdtemp(prefix="course-grade-"))
+        remove_stale_workspaces()
+        workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-"))
         workspace.chmod(0o755)  # the sandboxes' uid reads the shared files below it
         try:
             if todo:
@@ -261,6 +262,17 @@ class Grader:
         ordered = [rows[p] for p in found]
         write_reports(ordered, self.out)
         return ordered
+
+
+WORKSPACE_PREFIX = "course-grade-"
+
+
+def remove_stale_workspaces() -> None:
+    """Remove the temp folders of grading runs that were killed (their pid is gone)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKSPACE_PREFIX}*-*"):
+        pid = folder.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -19,12 +19,27 @@ class Layout:
 
     @classmethod
     def find(cls, start: str | os.PathLike | None = None) -> "Layout":
-        """The bundle containing ``start`` (default: $COURSE_ROOT, else the current folder)."""
-        here = Path(start or os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
+        """The bundle at or above ``start`` (``--course``), else $COURSE_ROOT, else the current folder,
+        else the bundle this package is installed from (an editable install, as ``make install`` makes)."""
+        if start or os.environ.get(ROOT_ENV):
+            here = Path(start or os.environ[ROOT_ENV]).resolve()
+            found = cls._at_or_above(here)
+            if found is None:
+                raise CourseError(f"no course bundle (a folder with solutions/ and helpers/) at or above {here}")
+            return found
+        here = Path.cwd().resolve()
+        found = cls._at_or_above(here) or cls._at_or_above(Path(__file__).resolve().parent)
+        if found is None:
+            raise CourseError(f"no course bundle (a folder with solutions/ and helpers/) at or above {here}, and "
+                              "this package is not installed from one: pass --course DIR")
+        return found
+
+    @classmethod
+    def _at_or_above(cls, here: Path) -> "Layout | None":
         for folder in (here, *here.parents):
             if (folder / "solutions").is_dir() and (folder / "helpers").is_dir():
                 return cls(folder)
-        raise CourseError(f"no course bundle (a folder with solutions/ and helpers/) at or above {here}")
+        return None
 
     @property
     def solutions(self) -> Path:

@@ -35,6 +35,7 @@ from pathlib import Path
 #: First uid handed to sandboxes when the grader runs as root (one uid per concurrent job).
 SANDBOX_UID_BASE = 64000
 POLL_SECONDS = 0.1
+THREADS_PER_PROCESS = 8
 #: Environment variable that tells the runner which file descriptor carries its messages out.
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
 #: The submission's writable working folder inside the sandbox (in memory, size-capped).
@@ -49,7 +50,7 @@ class SandboxUnavailable(RuntimeError):
 class SandboxLimits:
     timeout: float = 300.0  # wall-clock seconds
     memory_mb: int = 4096  # all processes of the sandbox together
-    processes: int = 64  # processes (and threads) at once
+    processes: int = 64  # processes at once (threads: up to 8 per process)
     output_bytes: int = 1 << 20  # stdout + stderr kept; more is dropped
     disk_mb: int = 512  # size of /work and of /tmp each
     channel_bytes: int = 64 << 20  # result messages from the runner
@@ -104,9 +105,10 @@ class Sandbox:
     python: Path  # interpreter of the virtual environment
     staging: Path  # a folder of the grader's for the launcher's staging mount points
     binds: list[tuple[Path, str]] = field(default_factory=list)
+    bwrap: str | None = None  # default: bwrap_binary()
 
     def __post_init__(self):
-        self.bwrap = bwrap_binary()
+        self.bwrap = self.bwrap or bwrap_binary()
         self.as_root = os.geteuid() == 0
         prefix = Path(os.path.realpath(self.python)).parents[1]  # the base installation
         venv = Path(self.python).parents[1]
@@ -144,7 +146,9 @@ class Sandbox:
         args += ["--", *argv]
 
         uid = SANDBOX_UID_BASE + slot if self.as_root else os.getuid()
-        nproc = limits.processes + (0 if self.as_root else _processes_of(uid))
+        # RLIMIT_NPROC counts every thread of the uid (a kernel runs a dozen): it is the hard stop of a
+        # fork flood, the watcher below the exact process limit. A shared uid starts from what it runs.
+        nproc = limits.processes * THREADS_PER_PROCESS + (0 if self.as_root else _threads_of(uid))
         memory = str(limits.memory_mb << 20)
         limit = ["prlimit", f"--nproc={nproc}", f"--as={memory}", "--core=0", "--"]
         if not self.as_root:
@@ -291,14 +295,17 @@ def _memory_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def _processes_of(uid: int) -> int:
+def _threads_of(uid: int) -> int:
     count = 0
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                count += os.stat(entry.path).st_uid == uid
-            except OSError:
-                pass
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry.path).st_uid == uid:
+                status = Path(entry.path, "status").read_text()
+                count += int(status.split("Threads:", 1)[1].split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
     return count
 
 

@@ -24,9 +24,9 @@ from helpers.runtime import FAST_ENV
 
 from .otter_io import read_tests
 from .sandbox import WORKDIR, Sandbox, SandboxLimits, SandboxRun
+from .worker import MEMORY_MARKERS
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
-MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory")
 #: Module names that are replaced inside the sandbox by a stub that refuses to import.
 #: rfc3987_syntax builds a parser grammar at import (1.3 s, in the runner and again in the kernel)
 #: for a URI format check that validating a notebook never uses; jsonschema skips it when absent.

@@ -11,6 +11,7 @@ only part that executes student code.
 from __future__ import annotations
 
 import json
+import stat
 import sys
 import traceback
 import zipfile
@@ -21,6 +22,7 @@ import nbformat
 from .otter_io import first_error, read_tests, summarize
 
 MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory")
+MAX_NOTEBOOK_BYTES = 100 << 20
 
 
 class InvalidSubmission(Exception):
@@ -32,11 +34,11 @@ def read_submission_notebook(path: Path):
     try:
         if path.suffix == ".zip":
             with zipfile.ZipFile(path) as zf:
-                names = [n for n in zf.namelist() if n.endswith(".ipynb") and "/." not in "/" + n]
-                if len(names) != 1:
-                    raise InvalidSubmission(f"the zip holds {len(names)} notebooks; expected exactly one")
-                text = zf.read(names[0]).decode("utf-8")
+                text = _notebook_in_zip(zf)
         else:
+            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                raise InvalidSubmission(f"the notebook is {path.stat().st_size >> 20} MB; at most "
+                                        f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded (clear large outputs)")
             text = path.read_text(encoding="utf-8")
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
@@ -50,6 +52,23 @@ def read_submission_notebook(path: Path):
         reason = str(err).splitlines()[0][:200]
         raise InvalidSubmission(f"not a readable Jupyter notebook: {type(err).__name__}: {reason}") from None
     return nb
+
+
+def _notebook_in_zip(zf: zipfile.ZipFile) -> str:
+    """The text of the one notebook in a submission zip; nothing is extracted to disk."""
+    for info in zf.infolist():
+        parts = info.filename.replace("\\", "/").split("/")
+        if info.filename.startswith("/") or ".." in parts:
+            raise InvalidSubmission(f"the zip holds an entry with an unsafe path ({info.filename[:80]!r})")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InvalidSubmission(f"the zip holds a symbolic link ({info.filename[:80]!r}); upload the files themselves")
+    names = [i for i in zf.infolist() if i.filename.endswith(".ipynb") and "/." not in "/" + i.filename]
+    if len(names) != 1:
+        raise InvalidSubmission(f"the zip holds {len(names)} notebooks; expected exactly one")
+    if names[0].file_size > MAX_NOTEBOOK_BYTES:
+        raise InvalidSubmission(f"the notebook in the zip is {names[0].file_size >> 20} MB; at most "
+                                f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded")
+    return zf.read(names[0]).decode("utf-8")
 
 
 def assignment_of(nb) -> str | None:

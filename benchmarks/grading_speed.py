@@ -1,45 +1,110 @@
-"""Seconds per submission for `course grade` on kernel_attention, one and two at a time.
+"""Seconds per submission, side by side on the same kernel_attention submissions, two at a time:
 
-Grades copies of the reference solution (the slowest realistic submission: every cell runs).
+- sealed ``course grade --jobs 2`` (bubblewrap sandbox, scores judged outside);
+- plain ``otter run`` with the same autograder zip (compare mode), two processes at a time;
+- the notebook executed by nbclient alone, unsandboxed, two at a time (no grading at all).
+
+The targets (issue 7): sealed at most half the wall time per submission of ``otter run``, and at
+most 1.3 times nbclient alone. Submissions are copies of the solved student notebook, each with
+different bytes (the slowest realistic submission: every cell runs).
 
     .venv/bin/python benchmarks/grading_speed.py [COPIES]
 """
 
 from __future__ import annotations
 
-import shutil
+import os
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import nbformat
 
 from autograder.build import build
 from autograder.grade import Grader, Limits
 from autograder.layout import Layout
+from autograder.samples import write_samples
 
 SLUG = "kernel_attention"
+JOBS = 2
+
+NBCLIENT_ALONE = """
+import sys, nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+NotebookClient(nb, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": sys.argv[2]}}).execute()
+"""
 
 
-def main(copies: int = 4) -> None:
+def path_without_latex() -> str:
+    """The export cell makes a PDF when LaTeX is on the PATH; graders do not, so hide it."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(f for f in folders if not any(Path(f, t).exists() for t in ("xelatex", "pandoc")))
+
+
+def two_at_a_time(commands: list[tuple[list[str], Path]]) -> float:
+    env = dict(os.environ, COURSE_FAST="1", PATH=path_without_latex())
+
+    def run(item):
+        command, cwd = item
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{command[:4]} failed: {done.stderr[-1000:]}")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(JOBS) as pool:
+        list(pool.map(run, commands))
+    return time.perf_counter() - started
+
+
+def main(copies: int = 6) -> None:
     layout = Layout.find(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        started = time.perf_counter()
         build(layout, SLUG, notebooks_dir=tmp / "notebooks", log=lambda *a: None)
-        print(f"course build {SLUG}: {time.perf_counter() - started:.1f} s")
+        write_samples(layout, SLUG, tmp / "samples", notebooks_dir=tmp / "notebooks")
+        complete = nbformat.read(tmp / "samples" / "complete.ipynb", as_version=4)
         submissions = tmp / "submissions"
         submissions.mkdir()
         for i in range(copies):
-            shutil.copy(layout.solution_notebook(SLUG), submissions / f"student{i}.ipynb")
-        print(f"{'jobs':>4}  {'submissions':>11}  {'wall s':>7}  {'s/submission':>12}  {'mean per-row s':>14}")
-        for jobs in (1, 2):
-            started = time.perf_counter()
-            rows = Grader(layout, submissions, tmp / f"results{jobs}", Limits(), jobs=jobs).run(log=lambda *a: None)
-            wall = time.perf_counter() - started
-            assert all(r["status"] == "ok" and r["total"] == r["possible"] for r in rows), rows
-            mean_row = sum(r["seconds"] for r in rows) / len(rows)
-            print(f"{jobs:>4}  {len(rows):>11}  {wall:>7.1f}  {wall / len(rows):>12.1f}  {mean_row:>14.1f}")
+            complete.metadata["copy"] = i
+            nbformat.write(complete, submissions / f"student{i}.ipynb")
+        zip_path = layout.autograder_zip(SLUG)
+
+        started = time.perf_counter()
+        rows = Grader(layout, submissions, tmp / "sealed", Limits(), jobs=JOBS).run(log=lambda *a: None)
+        sealed = time.perf_counter() - started
+        assert all(r["status"] == "ok" and r["total"] == r["possible"] for r in rows), [r["message"] for r in rows]
+
+        otter = Path(sys.executable).with_name("otter")
+        runs = []
+        for i in range(copies):
+            work = tmp / f"otter{i}"
+            work.mkdir()
+            nbformat.write(complete, work / f"{SLUG}.ipynb")
+            runs.append(([str(otter), "run", "-a", str(zip_path), "-o", str(work), f"{SLUG}.ipynb"], work))
+        otter_wall = two_at_a_time(runs)
+
+        alone = []
+        for i in range(copies):
+            work = tmp / f"alone{i}"
+            work.mkdir()
+            nbformat.write(complete, work / f"{SLUG}.ipynb")
+            alone.append(([sys.executable, "-c", NBCLIENT_ALONE, f"{SLUG}.ipynb", str(work)], work))
+        alone_wall = two_at_a_time(alone)
+
+    per = {name: wall / copies for name, wall in
+           (("sealed course grade", sealed), ("plain otter run", otter_wall), ("nbclient alone", alone_wall))}
+    print(f"{copies} complete {SLUG} submissions, {JOBS} at a time, {os.cpu_count()} cores")
+    print(f"{'':<22}{'wall s':>8}{'s/submission':>14}")
+    for name, seconds in per.items():
+        print(f"{name:<22}{seconds * copies:>8.1f}{seconds:>14.2f}")
+    print(f"sealed / otter run:     {per['sealed course grade'] / per['plain otter run']:.2f}  (target <= 0.5)")
+    print(f"sealed / nbclient alone: {per['sealed course grade'] / per['nbclient alone']:.2f}  (target <= 1.3)")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 4)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 6)

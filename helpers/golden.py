@@ -249,8 +249,10 @@ def _record(key: str, got: dict, check: dict) -> None:
     golden = load_golden(path) if path.exists() else {"format": FORMAT_VERSION, "values": {}}
     test = _calling_test()
     previous = golden["values"].get(key)
-    if previous is not None and previous.get("test") != test:
-        raise ValueError(f"key {key!r} is recorded by two tests ({previous.get('test')} and {test}); keys must be unique")
+    if previous is not None:
+        # Sealed grading takes one value per key: a key reused (by another test, or in a loop) is ambiguous.
+        raise ValueError(f"key {key!r} is recorded twice (by {previous.get('test')} and {test}); "
+                         "give every expect() call its own key")
     spec = dict(check, test=test)
     if check["check"] == "close":
         spec["expected"] = got

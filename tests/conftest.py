@@ -1,8 +1,141 @@
+"""Session fixtures: one build and one sealed grading batch for the whole suite.
+
+The batch holds the sample submissions, the known-wrong and known-correct variants, the students'
+exported zips and the adversarial submissions; every test reads its rows, nothing is graded twice.
+"""
+
+import hashlib
 import os
+import socket
 import sys
+import threading
 from pathlib import Path
+
+import pytest
 
 # tests import their data modules (known-wrong variants, notebook edits) by plain name
 sys.path.insert(0, str(Path(__file__).parent))
 # builds, grading runs and tests use the fast training/timing budget
 os.environ.setdefault("COURSE_FAST", "1")
+
+import nbformat  # noqa: E402
+
+from autograder.build import build  # noqa: E402
+from autograder.grade import Grader, Limits  # noqa: E402
+from autograder.layout import Layout  # noqa: E402
+from autograder.samples import write_samples  # noqa: E402
+
+SLUG = "kernel_attention"
+REPO = Path(__file__).resolve().parents[1]
+LIMITS = Limits(timeout=60, memory_mb=3072)
+
+
+@pytest.fixture(scope="session")
+def layout():
+    return Layout.find(REPO)
+
+
+@pytest.fixture(scope="session")
+def fresh_notebooks(layout, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("notebooks")
+    build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
+    return folder
+
+
+class Listener:
+    """A TCP server on loopback that counts connections: the target of the network attack."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        for _ in range(20_000):  # bounded: at most ~3 hours of half-second waits
+            if self.stopped.is_set():
+                return
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+@pytest.fixture(scope="session")
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
+    """(folder, expected statuses per file, host paths the attacks aim at)."""
+    from adversarial import make_attacks, malformed_files, metadata_attack, with_attack
+    from kernel_attention_variants import CORRECT, WRONG
+    from notebook_edits import replace_function
+    from student_run import run_as_student
+
+    from helpers.submission import latex_available
+
+    folder = tmp_path_factory.mktemp("submissions")
+    results = tmp_path_factory.mktemp("results")
+    samples = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
+    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
+    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+    blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
+    (folder / "variants").mkdir()
+    for variant in WRONG + CORRECT:
+        edited = replace_function(complete, variant["function"], variant["source"])
+        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
+    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
+    (folder / "exports").mkdir()
+    for kind in ("with_pdf", "without_latex") if latex_available() else ("without_latex",):
+        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
+        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
+        exported.rename(folder / "exports" / f"{kind}.zip")
+        expected[f"exports/{kind}.zip"] = ("ok",)
+    # What a student might try against the grader.
+    paths = {"repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder,
+             "results": results, "host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission",
+             "port": listener.port}
+    attacks = make_attacks(paths)
+    (folder / "adversarial").mkdir()
+    for attack in attacks:
+        nbformat.write(with_attack(blank, attack["cell"]), folder / "adversarial" / f"{attack['name']}.ipynb")
+        expected[f"adversarial/{attack['name']}.ipynb"] = attack["expect"]
+    planted = Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"
+    planted.write_bytes((layout.autograder_zip(SLUG)).read_bytes())
+    paths["planted_zip"] = planted
+    nbformat.write(metadata_attack(blank, planted), folder / "adversarial" / "climbs_to_a_planted_autograder.ipynb")
+    expected["adversarial/climbs_to_a_planted_autograder.ipynb"] = ("invalid",)
+    for name, statuses in malformed_files(folder / "adversarial", nbformat.writes(complete)).items():
+        expected[f"adversarial/{name}"] = statuses
+    paths["digest_before"] = tree_digest(folder)
+    yield folder, expected, paths
+    planted.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def graded(layout, submissions):
+    """{file: row} of the one sealed grading run, and its results folder."""
+    folder, _, paths = submissions
+    out = paths["results"]
+    rows = Grader(layout, folder, out, LIMITS, jobs=2).run(log=lambda *a: None)
+    paths["digest_after_grading"] = tree_digest(folder)
+    return {row["file"]: row for row in rows}, out

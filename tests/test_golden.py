@@ -99,8 +99,20 @@ def test_record_refuses_a_key_shared_by_two_tests(golden_file, monkeypatch):
         expect("shared", 1.0)
 
     test_one()
-    with pytest.raises(ValueError, match="two tests"):
+    with pytest.raises(ValueError, match=r"recorded twice \(by test_one and test_two\)"):
         test_two()
+
+
+def test_record_refuses_a_key_reused_within_one_test(golden_file, monkeypatch):
+    """Sealed grading takes one value per key, so a key in a loop must fail at build time."""
+    monkeypatch.setenv(golden.MODE_ENV, "record")
+
+    def test_loop():
+        for value in (1.0, 2.0):
+            expect("same", value)
+
+    with pytest.raises(ValueError, match="recorded twice"):
+        test_loop()
 
 
 def test_collect_writes_values_and_judges_nothing(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 """End to end on the kernel-attention assignment: build, sync, leaks, and grading behaviour.
 
-One grading run (two at a time, as an instructor would) covers the sample submissions and every
-known-wrong and known-correct implementation from ``kernel_attention_variants``.
+One sealed grading run (two at a time, as an instructor would; the fixtures are in conftest.py)
+covers the sample submissions, every known-wrong and known-correct implementation from
+``kernel_attention_variants``, the students' exported zips and the adversarial submissions.
 """
 
 import subprocess
@@ -17,55 +18,10 @@ from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
 from autograder.grade import Grader, Limits, run_worker
 from autograder.layout import Layout
-from autograder.samples import write_samples
 
-from helpers.submission import latex_available
+from conftest import SLUG, REPO, LIMITS
 from kernel_attention_variants import CORRECT, WRONG
-from notebook_edits import replace_function
-from student_run import latex_or_skip, printed, run_as_student
-
-SLUG = "kernel_attention"
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def layout():
-    return Layout.find(REPO)
-
-
-@pytest.fixture(scope="session")
-def fresh_notebooks(layout, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("notebooks")
-    build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def submissions(layout, fresh_notebooks, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("submissions")
-    samples = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
-    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
-    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
-    (folder / "variants").mkdir()
-    for variant in WRONG + CORRECT:
-        edited = replace_function(complete, variant["function"], variant["source"])
-        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
-    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
-    (folder / "exports").mkdir()
-    for kind in ("with_pdf", "without_latex") if latex_available() else ("without_latex",):
-        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
-        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
-        exported.rename(folder / "exports" / f"{kind}.zip")
-        expected[f"exports/{kind}.zip"] = ("ok",)
-    return folder, expected
-
-
-@pytest.fixture(scope="session")
-def graded(layout, submissions, tmp_path_factory):
-    folder, _ = submissions
-    out = tmp_path_factory.mktemp("results")
-    rows = Grader(layout, folder, out, Limits(timeout=90, memory_mb=3072), jobs=2).run(log=lambda *a: None)
-    return {row["file"]: row for row in rows}, out
+from student_run import latex_or_skip, printed
 
 
 def hidden_failures(row):
@@ -101,7 +57,7 @@ def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):
 
 def test_every_submission_gets_a_row_with_the_right_status(graded, submissions):
     rows, _ = graded
-    folder, expected = submissions
+    folder, expected, _ = submissions
     assert len(rows) == len(list(folder.rglob("*.ipynb"))) + len(list(folder.rglob("*.zip")))
     for name, statuses in expected.items():
         row = rows[name]
@@ -119,7 +75,7 @@ def test_reference_solution_scores_full_marks(graded):
 
 def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submissions, tmp_path):
     latex_or_skip()
-    folder, _ = submissions
+    folder, _, _ = submissions
     with zipfile.ZipFile(folder / "exports" / "with_pdf.zip") as zf:
         names = zf.namelist()
         pdf = zf.read(f"{SLUG}.pdf") if f"{SLUG}.pdf" in names else b""
@@ -136,7 +92,7 @@ def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submi
 
 
 def test_export_without_latex_still_gives_a_gradable_zip_and_says_so(submissions, tmp_path):
-    folder, _ = submissions
+    folder, _, _ = submissions
     with zipfile.ZipFile(folder / "exports" / "without_latex.zip") as zf:
         names = zf.namelist()
     assert f"{SLUG}.ipynb" in names and not any(n.endswith(".pdf") for n in names), names
@@ -145,7 +101,7 @@ def test_export_without_latex_still_gives_a_gradable_zip_and_says_so(submissions
 
 
 def test_solved_student_notebook_runs_top_to_bottom_and_passes_its_public_checks(submissions):
-    folder, _ = submissions
+    folder, _, _ = submissions
     said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")  # run_as_student raises on any error
     assert said.count("All test cases passed!") == 6, said
     assert "failed" not in said.lower()
@@ -193,24 +149,24 @@ def test_results_files_have_one_row_per_submission(graded):
 
 def test_a_second_run_resumes_and_regrades_only_what_changed(layout, graded, submissions, tmp_path):
     rows, out = graded
-    folder, _ = submissions
+    folder, _, _ = submissions
     # Rebuilding an unchanged master gives the same autograder bytes, so no row goes stale.
     build(layout, SLUG, notebooks_dir=tmp_path, log=lambda *args: None)
     changed = folder / "samples" / "corrupted.ipynb"
     changed.write_text(changed.read_text() + "\n}")  # still broken, but different bytes
     messages = []
-    again = Grader(layout, folder, out, Limits(timeout=90, memory_mb=3072), jobs=2).run(log=messages.append)
+    again = Grader(layout, folder, out, LIMITS, jobs=2).run(log=messages.append)
     assert any(f"{len(rows) - 1} submission(s) already graded" in m for m in messages), messages
     assert {r["file"]: r["total"] for r in again} == {f: r["total"] for f, r in rows.items()}
 
 
 def test_the_graders_own_ipython_startup_scripts_do_not_reach_the_kernels(layout, submissions, tmp_path, monkeypatch):
-    folder, _ = submissions
+    folder, _, _ = submissions
     startup = tmp_path / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True)
     marker = tmp_path / "startup_ran"
     (startup / "00-sabotage.py").write_text(f"open({str(marker)!r}, 'w').close()\nimport torch\ntorch.softmax = None\n")
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    result = run_worker(folder / "samples" / "complete.ipynb", layout.autograder_zip(SLUG), Limits(timeout=90, memory_mb=3072))
+    result = run_worker(folder / "samples" / "complete.ipynb", layout.autograder_zip(SLUG), LIMITS)
     assert result["status"] == "ok", result["message"]
     assert not marker.exists()

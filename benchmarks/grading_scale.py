@@ -1,0 +1,76 @@
+"""Grade N generated kernel_attention submissions with ``course grade --jobs 2``, killing the
+grader with SIGKILL midway and rerunning it: every submission must end with exactly one row.
+
+Submissions are the solved notebook with one function swapped for a known-wrong or known-correct
+variant (cycled), each with different bytes. Prints submissions per minute over both runs.
+
+    .venv/bin/python benchmarks/grading_scale.py [N]
+"""
+
+from __future__ import annotations
+
+import csv
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
+from notebook_edits import replace_function  # noqa: E402
+
+from autograder.build import build  # noqa: E402
+from autograder.layout import Layout  # noqa: E402
+from autograder.samples import write_samples  # noqa: E402
+
+SLUG = "kernel_attention"
+
+
+def main(count: int = 200) -> None:
+    layout = Layout.find(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        build(layout, SLUG, notebooks_dir=tmp / "notebooks", log=lambda *a: None)
+        write_samples(layout, SLUG, tmp / "samples", notebooks_dir=tmp / "notebooks")
+        complete = nbformat.read(tmp / "samples" / "complete.ipynb", as_version=4)
+        subs = tmp / "submissions"
+        subs.mkdir()
+        variants = WRONG + CORRECT
+        for i in range(count):
+            variant = variants[i % len(variants)]
+            nb = replace_function(complete, variant["function"], variant["source"])
+            nb.metadata["student"] = i
+            nbformat.write(nb, subs / f"student{i:03d}.ipynb")
+        out = tmp / "results"
+        command = [sys.executable, "-m", "autograder.cli", "grade", str(subs), "--out", str(out), "--jobs", "2"]
+
+        started = time.perf_counter()
+        first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while len(list((out / "rows").glob("*.json"))) < count // 2 and first.poll() is None:
+            time.sleep(0.5)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        before = len(list((out / "rows").glob("*.json")))
+        print(f"killed the grader (SIGKILL) after {time.perf_counter() - started:.0f} s with {before} rows saved")
+        second = subprocess.run(command, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        if second.returncode != 0:
+            raise SystemExit(second.stderr[-2000:])
+        with open(out / "results.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        names = [r["submission"] for r in rows]
+        statuses = {}
+        for r in rows:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        print(f"rows: {len(rows)} for {count} submissions; distinct: {len(set(names))}; statuses: {statuses}")
+        assert sorted(names) == sorted(p.name for p in subs.iterdir()), "a submission lost or doubled"
+        print(f"{count} submissions in {wall / 60:.1f} min over both runs: {count / (wall / 60):.1f} submissions/minute")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)

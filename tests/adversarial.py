@@ -1,0 +1,221 @@
+"""Adversarial submissions: what a student might try against ``course grade``.
+
+Each attack is a code cell added to an otherwise blank student notebook (no solutions), so an
+attack that worked would show as points above zero; or it is a malformed file. An attack that
+reaches something it must not raises ``RuntimeError("BREACH: ...")``, which the row's message
+then carries. ``expect`` lists the statuses the row may have.
+
+``make_attacks(paths)`` takes the host paths the attacks aim at (the golden file inside the
+autograder zip's folder, the submissions and results folders, a loopback port the test listens
+on, host files that must not appear), so that each attack tries the real thing.
+"""
+
+from __future__ import annotations
+
+import copy
+import stat
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+#: In the cmdline of every process an attack starts, so the test can look for survivors.
+MARKER = "course-adversary-marker"
+
+
+def make_attacks(p: dict) -> list[dict]:
+    """``p``: repo, autograder_zip, submissions, results, host_marker (a path that must stay absent), port."""
+    secrets = [str(p["autograder_zip"]), str(p["repo"] / "solutions"), str(p["submissions"]), str(p["results"]),
+               str(p["repo"] / "out")]
+    return [
+        {"name": "reads_hidden_tests_and_golden_values", "expect": ("ok", "error"), "cell": f"""
+import glob, os
+found = [path for path in {secrets!r} if os.path.exists(path)]
+for root, dirs, files in ([] if found else os.walk("/")):
+    if root.startswith(("/proc", "/sys", "/dev")):
+        dirs[:] = []
+        continue
+    found += [os.path.join(root, f) for f in files if f == "golden_values.json" or f.endswith("-autograder.zip")]
+    found += [os.path.join(root, d) for d in dirs if d == "tests" and os.path.exists(os.path.join(root, d, "q1_softmax.py"))]
+if found:
+    raise RuntimeError("BREACH: can see " + ", ".join(found[:5]))
+"""},
+        {"name": "patches_the_golden_primitive_and_allclose", "expect": ("ok", "error"), "cell": """
+import os, numpy, torch, helpers, helpers.golden as golden
+os.environ["COURSE_GOLDEN_MODE"] = "record"
+golden.judge = lambda spec, got: None
+golden.expect = helpers.expect = lambda *a, **k: None
+golden.expect_between = helpers.expect_between = lambda *a, **k: None
+golden._dispatch = lambda *a, **k: None
+numpy.allclose = torch.allclose = lambda *a, **k: True
+numpy.abs = lambda x, *a, **k: numpy.zeros_like(x)
+def softmax_attention(Q, K, V, mask=None):
+    return torch.zeros(1), torch.zeros(1)
+"""},
+        {"name": "patches_otters_test_machinery", "expect": ("ok", "error"), "cell": """
+import otter.test_files, otter.test_files.abstract_test as abstract
+class Passing:
+    def __init__(self, *a, **k): pass
+    def __call__(self, fn): return fn
+otter.test_files.test_case = Passing
+for cls in vars(abstract).values():
+    if isinstance(cls, type):
+        for name in ("run", "passed", "score", "grade"):
+            if hasattr(cls, name):
+                try: setattr(cls, name, property(lambda self: True) if name == "passed" else (lambda self, *a, **k: None))
+                except Exception: pass
+import builtins
+builtins.AssertionError = type("Never", (Exception,), {})
+"""},
+        {"name": "forges_result_messages_and_values", "expect": ("ok", "error", "tampered"), "cell": """
+import json, os, glob
+fake = {"event": "test", "question": "q1_softmax", "test": "test_softmax_hidden_plain", "passed": True,
+        "error": "", "values": [{"key": "softmax/plain_out", "value": {"kind": "array", "dtype": "float32",
+                                                                       "shape": [1], "data": [0.0]}}]}
+line = (json.dumps(fake) + "\\n").encode()
+for path in glob.glob("/proc/*/fd/*"):  # every descriptor it can reach, the runner's way out included
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    try: os.write(fd, line)
+    except OSError: pass
+    finally: os.close(fd)
+for name in ("/tmp/course-outbox.jsonl", "results.json", "/tmp/result.json"):
+    with open(name, "a") as f:
+        for guess in (0.0, 1.0):
+            f.write(json.dumps({"key": "softmax/plain_out", "value": {"kind": "array", "dtype": "float32",
+                                                                       "shape": [2, 3, 7, 4], "data": [guess] * 168}}) + "\\n")
+"""},
+        {"name": "copies_another_submission", "expect": ("ok", "error"), "cell": f"""
+import glob, os
+others = glob.glob({str(p['submissions'])!r} + "/**/*.ipynb", recursive=True) + glob.glob("../**/*.ipynb", recursive=True)
+others += glob.glob("/grading/**/*.ipynb", recursive=True)
+mine = {{"/grading/submission/submission.ipynb"}} | set(glob.glob("*.ipynb"))
+others = [o for o in others if os.path.abspath(o) not in {{os.path.abspath(m) for m in mine}}]
+if others:
+    raise RuntimeError("BREACH: can read other submissions: " + ", ".join(others[:3]))
+"""},
+        {"name": "writes_outside_its_folder", "expect": ("ok", "error"), "cell": f"""
+import os
+written = []
+for path in [{str(p['host_marker'])!r}, {str(p['results'] / 'rows' / 'blank.ipynb.json')!r},
+             {str(p['submissions'] / 'complete.ipynb')!r}, {str(p['repo'] / 'helpers' / 'golden.py')!r},
+             "/usr/lib/hacked", os.path.join(os.__file__ + ".hacked")]:
+    try:
+        with open(path, "w") as f: f.write("pwned")
+        written.append(path)
+    except OSError:
+        pass
+try:
+    os.remove({str(p['submissions'] / 'complete.ipynb')!r})
+    written.append("deleted another submission")
+except OSError:
+    pass
+if written:
+    raise RuntimeError("BREACH: wrote " + ", ".join(written))
+"""},
+        {"name": "opens_a_network_connection", "expect": ("ok", "error"), "cell": f"""
+import socket
+reached = []
+for host in ("127.0.0.1", "localhost"):
+    try:
+        socket.create_connection((host, {p['port']}), timeout=2).close()
+        reached.append(host)
+    except OSError:
+        pass
+if reached:
+    raise RuntimeError("BREACH: connected to " + ", ".join(reached))
+"""},
+        {"name": "snoops_on_proc", "expect": ("ok", "error"), "cell": f"""
+import glob
+seen = []
+for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
+    try:
+        text = open(path, "rb").read().decode("utf-8", "replace")
+    except OSError:
+        continue
+    if {str(p['results'])!r} in text or {str(p['submissions'])!r} in text:
+        seen.append(path)
+if seen:
+    raise RuntimeError("BREACH: found the grader's folders in " + ", ".join(seen[:3]))
+"""},
+        {"name": "sleeps", "expect": ("timeout",), "cell": "import time\ntime.sleep(10**6)"},
+        {"name": "spins_in_c_with_setsid_children", "expect": ("timeout",), "cell": f"""
+import re, subprocess, sys
+for _ in range(3):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", {MARKER!r}], start_new_session=True)
+subprocess.Popen(["setsid", "sh", "-c", "sleep 3600; : {MARKER}"])
+re.match(r"(a+)+$", "a" * 64 + "b")  # catastrophic backtracking, inside C
+"""},
+        {"name": "memory_split_over_children", "expect": ("memory", "error"), "cell": f"""
+import subprocess, sys, time
+hog = "import numpy, time; a = numpy.ones(180_000_000); time.sleep(3600)"  # 1.4 GB each, under the per-process cap
+children = [subprocess.Popen([sys.executable, "-c", hog, {MARKER!r}]) for _ in range(3)]
+time.sleep(60)
+"""},
+        {"name": "bounded_process_flood", "expect": ("error",), "cell": f"""
+import subprocess, sys, time
+children = []
+for _ in range(150):  # bounded: never an unbounded fork bomb on a shared machine
+    try:
+        children.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", {MARKER!r}]))
+    except OSError:
+        break
+time.sleep(60)
+"""},
+        {"name": "exits_the_kernel", "expect": ("error",), "cell": "import os\nos._exit(3)"},
+        {"name": "kills_its_kernel", "expect": ("error",), "cell": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"},
+        {"name": "kills_the_grader", "expect": ("error",), "cell": f"""
+import os, signal
+for pid in range(1, 400):
+    if pid != os.getpid():
+        try: os.kill(pid, signal.SIGKILL)
+        except OSError: pass
+"""},
+        {"name": "calls_sys_exit", "expect": ("error",), "cell": "import sys\nsys.exit(0)"},
+        {"name": "prints_50_mb", "expect": ("ok", "error"), "cell": """
+import os, sys
+chunk = "x" * 1_000_000 + "\\n"
+for _ in range(25):
+    print(chunk, end="")
+for _ in range(25):
+    os.write(1, chunk.encode())
+"""},
+    ]
+
+
+def metadata_attack(blank: nbformat.NotebookNode, planted_zip: Path) -> nbformat.NotebookNode:
+    """A notebook whose assignment name climbs out of the autograder folder to a zip it planted."""
+    nb = copy.deepcopy(blank)
+    relative = "../" * 12 + str(planted_zip.with_suffix("")).lstrip("/").removesuffix("-autograder")
+    nb.metadata["otter"]["assignment_name"] = relative
+    return nb
+
+
+def malformed_files(folder: Path, notebook_text: str) -> dict[str, tuple]:
+    """Zips and files that are not one clean notebook; each must be rejected as invalid."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / "empty.zip", "w"):
+        pass
+    with zipfile.ZipFile(folder / "dotdot_paths.zip", "w") as zf:
+        zf.writestr("../../escaped.ipynb", notebook_text)
+    with zipfile.ZipFile(folder / "symlink_out.zip", "w") as zf:
+        info = zipfile.ZipInfo("kernel_attention.ipynb")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(info, "/etc/passwd")
+    with zipfile.ZipFile(folder / "two_notebooks.zip", "w") as zf:
+        zf.writestr("a.ipynb", notebook_text)
+        zf.writestr("b.ipynb", notebook_text)
+    return {f"{name}.zip": ("invalid",) for name in ("empty", "dotdot_paths", "symlink_out", "two_notebooks")}
+
+
+def with_attack(blank: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
+    """The blank notebook with the attack as the cell after the imports (before any TODO)."""
+    nb = copy.deepcopy(blank)
+    imports = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "from helpers" in c.source)
+    nb.cells.insert(imports + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+__all__ = ["MARKER", "make_attacks", "metadata_attack", "malformed_files", "with_attack"]

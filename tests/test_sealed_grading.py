@@ -1,0 +1,212 @@
+"""Sealed grading: what a submission can do against ``course grade``, and what it cannot.
+
+The adversarial submissions (``adversarial.py``) are graded in the suite's one batch (conftest.py):
+each starts from the blank student notebook, so any point it scores was stolen.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from adversarial import MARKER, make_attacks
+from autograder.grade import Grader, Limits
+from autograder.layout import CourseError, Layout
+from autograder.sandbox import SANDBOX_UID_BASE
+from conftest import REPO, SLUG
+
+ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
+                        "host_marker": Path("m"), "port": 0})  # names and expectations only
+
+
+def processes_with(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            content = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in content and str(os.getpid()) != cmdline.parent.name:
+            found.append(f"{cmdline.parent.name}: {content[:120]}")
+    return found
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a["name"])
+def test_attack_gets_its_row_reaches_nothing_and_scores_no_points(graded, attack):
+    row = graded[0][f"adversarial/{attack['name']}.ipynb"]
+    assert row["status"] in attack["expect"], (row["status"], row["message"])
+    assert "BREACH" not in row["message"], row["message"]
+    assert row["total"] == 0, (row["scores"], row["message"])  # the blank notebook's score
+    assert row["possible"] == graded[0]["samples/complete.ipynb"]["possible"]
+
+
+def test_honest_submissions_in_the_same_batch_are_unaffected(graded):
+    rows = graded[0]
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "variants/kernel_attention_einsum.ipynb"):
+        assert rows[name]["status"] == "ok" and rows[name]["total"] == rows[name]["possible"], rows[name]
+
+
+def test_dead_kernels_and_limits_say_what_happened(graded):
+    rows = graded[0]
+    assert "exited with code 3" in rows["adversarial/exits_the_kernel.ipynb"]["message"]
+    assert "killed by signal 9" in rows["adversarial/kills_its_kernel.ipynb"]["message"]
+    assert "stopped before it finished" in rows["adversarial/kills_the_grader.ipynb"]["message"]
+    split = rows["adversarial/memory_split_over_children.ipynb"]
+    assert split["status"] == "memory" and "all its processes together" in split["message"], split["message"]
+    flood = rows["adversarial/bounded_process_flood.ipynb"]
+    assert "processes" in flood["message"], flood["message"]
+    assert rows["adversarial/sleeps.ipynb"]["status"] == "timeout"
+
+
+def test_malformed_and_path_climbing_submissions_are_invalid_with_a_reason(graded):
+    rows = graded[0]
+    assert "not an assignment name" in rows["adversarial/climbs_to_a_planted_autograder.ipynb"]["message"]
+    assert "unsafe path" in rows["adversarial/dotdot_paths.zip"]["message"]
+    assert "symbolic link" in rows["adversarial/symlink_out.zip"]["message"]
+    assert "2 notebooks" in rows["adversarial/two_notebooks.zip"]["message"]
+    assert "0 notebooks" in rows["adversarial/empty.zip"]["message"]
+
+
+def test_nothing_outside_the_results_folder_changes(graded, submissions, listener):
+    _, _, paths = submissions
+    assert not paths["host_marker"].exists()
+    assert paths["digest_after_grading"] == paths["digest_before"]
+    assert listener.connections == 0
+    assert not list(Path("/tmp").glob("course-outbox*"))
+
+
+def test_no_process_survives_the_run(graded):
+    assert processes_with(MARKER) == []
+    assert processes_with("course_runner.py") == []
+    if os.geteuid() == 0:
+        sandbox_uids = {SANDBOX_UID_BASE + slot for slot in range(8)}
+        left = [p.name for p in Path("/proc").glob("[0-9]*") if p.exists() and p.stat().st_uid in sandbox_uids]
+        assert left == []
+
+
+def test_printed_floods_are_capped_and_feedback_stays_small(graded):
+    rows, out = graded
+    assert (out / "results.csv").stat().st_size < 200_000
+    assert all(p.stat().st_size < 100_000 for p in (out / "feedback").iterdir())
+
+
+def test_grading_refuses_without_a_sandbox_and_names_the_unsafe_way(layout, tmp_path, monkeypatch):
+    (tmp_path / "subs").mkdir()
+    shutil.copy(REPO / "notebooks" / SLUG / f"{SLUG}.ipynb", tmp_path / "subs" / "a.ipynb")
+    monkeypatch.setattr("autograder.sandbox.bwrap_binary", lambda: "/bin/false")
+    with pytest.raises(CourseError, match="--unsafe"):
+        Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=30)).run(log=lambda *a: None)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+                    reason="needs root to become an unprivileged user, and a system python3 that user can run")
+def test_an_unprivileged_user_can_start_the_sandbox():
+    """The non-root path: bwrap makes a user namespace as that user; the process limit holds."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="sandbox-as-nobody-"))  # pytest's tmp folders are private to root
+    try:
+        run_probe_as_nobody(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def run_probe_as_nobody(tmp_path: Path) -> None:
+    copy = tmp_path / "lib" / "autograder"
+    copy.mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "sandbox.py", copy / "sandbox.py")
+    (copy / "__init__.py").write_text("")
+    from autograder.sandbox import bwrap_binary
+    script = tmp_path / "probe.py"
+    script.write_text(f"""
+import sys, os, tempfile
+from pathlib import Path
+sys.path.insert(0, {str(tmp_path / 'lib')!r})
+from autograder.sandbox import Sandbox, SandboxLimits
+sandbox = Sandbox(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap_binary()!r})
+sandbox.probe()
+flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep', '30'])\\ntime.sleep(30)"
+run = sandbox.run(["/usr/bin/python3", "-c", flood], binds=[], env={{"PATH": "/usr/bin"}}, slot=0,
+                  limits=SandboxLimits(timeout=20, processes=10))
+print("uid", os.getuid(), "killed_for", run.killed_for)
+""")
+    for path in (tmp_path, tmp_path / "lib", copy):
+        path.chmod(0o755)
+    for path in (script, copy / "sandbox.py", copy / "__init__.py"):
+        path.chmod(0o644)
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "uid 65534 killed_for processes" in done.stdout, done.stdout
+
+
+def test_killed_grader_leaves_no_sandbox_and_a_rerun_ends_with_one_row_each(layout, fresh_notebooks, tmp_path):
+    """SIGKILL `course grade` midway: its sandboxes die with it; the rerun grades only what is missing."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    blank = nbformat.read(fresh_notebooks / SLUG / f"{SLUG}.ipynb", as_version=4)
+    for i in range(6):
+        blank.metadata["copy"] = i  # different bytes: six submissions
+        nbformat.write(blank, subs / f"student{i}.ipynb")
+    out = tmp_path / "results"
+    command = [sys.executable, "-m", "autograder.cli", "grade", str(subs), "--out", str(out), "--jobs", "2",
+               "--timeout", "60"]
+    grader = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((out / "rows").glob("*.json"))) < 2:
+        time.sleep(0.2)
+    grader.send_signal(signal.SIGKILL)
+    grader.wait()
+    done_before = {p.name for p in (out / "rows").glob("*.json")}
+    assert 2 <= len(done_before) < 6
+    time.sleep(1)  # bwrap dies with its parent; the kernel ends the sandbox's PID namespace
+    assert processes_with("course_runner.py") == []
+    for row in (out / "rows").glob("*.json"):  # rows are written atomically: each one whole
+        assert json.loads(row.read_text())["status"]
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{len(done_before)} submission(s) already graded" in again.stdout + again.stderr
+    rows = (out / "results.csv").read_text().strip().splitlines()[1:]
+    assert sorted(r.split(",")[0] for r in rows) == [f"student{i}.ipynb" for i in range(6)]
+    assert processes_with("course_runner.py") == []
+
+
+def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions):
+    """Gradescope and `otter run` use the same zip: golden values compared inside the kernel."""
+    from autograder.grade import run_worker
+
+    folder, _, _ = submissions
+    wrong = run_worker(folder / "variants" / "softmax_missing_sqrt_d.ipynb", layout.autograder_zip(SLUG),
+                       Limits(timeout=120, memory_mb=3072))
+    assert wrong["status"] == "ok", wrong["message"]
+    softmax = wrong["questions"]["q1_softmax"]
+    assert 0 < softmax["possible"] and softmax["score"] < softmax["possible"]
+    assert wrong["questions"]["q3_quadratic"]["score"] == wrong["questions"]["q3_quadratic"]["possible"]
+
+
+def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_path):
+    """The control: under --unsafe (plain otter in the grader's account) the read and network
+    attacks do reach their targets, so the sealed run above shows the sandbox at work, not a dud attack."""
+    from adversarial import with_attack
+    from conftest import Listener
+
+    folder, _, paths = submissions
+    listener = Listener()
+    try:
+        attacks = {a["name"]: a for a in make_attacks({**paths, "port": listener.port})}
+        blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
+        (tmp_path / "subs").mkdir()
+        for name in ("reads_hidden_tests_and_golden_values", "opens_a_network_connection"):
+            nbformat.write(with_attack(blank, attacks[name]["cell"]), tmp_path / "subs" / f"{name}.ipynb")
+        rows = Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=120, memory_mb=3072), jobs=2,
+                      unsafe=True).run(log=lambda *a: None)
+    finally:
+        listener.close()
+    assert all("BREACH" in row["message"] for row in rows), [row["message"] for row in rows]
+    assert listener.connections >= 1

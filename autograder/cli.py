@@ -55,7 +55,7 @@ def cmd_check(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import demo
 
-    return demo(find_layout(args), Path(args.out).resolve() if args.out else None)
+    return demo(find_layout(args), Path(args.out).resolve() if args.out else None, unsafe=args.unsafe)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="build, make sample submissions, grade them, print the table")
     d.add_argument("--out", help="demo folder (default out/demo)")
+    d.add_argument("--unsafe", action="store_true", help="grade without the sandbox (see course grade --unsafe)")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -12,7 +12,7 @@ from .layout import Layout
 from .samples import write_samples
 
 
-def demo(layout: Layout, out: Path | None = None, log=print) -> int:
+def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = False) -> int:
     out = out or layout.out / "demo"
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
@@ -24,7 +24,8 @@ def demo(layout: Layout, out: Path | None = None, log=print) -> int:
             expected[f"{slug}__{name}"] = status
     log(f"\n== grading {len(expected)} sample submissions (complete, partial, blank, raising, looping, "
         "memory hog, corrupted, zip without notebook)")
-    rows = Grader(layout, out / "submissions", out / "results", Limits(timeout=60, memory_mb=3072), jobs=2).run(log=log)
+    rows = Grader(layout, out / "submissions", out / "results", Limits(timeout=60, memory_mb=3072), jobs=2,
+                  unsafe=unsafe).run(log=log)
     log("\n" + format_table(rows))
     wrong = [f"{r['submission']}: status {r['status']}, expected {expected[r['submission']]}"
              for r in rows if r["status"] not in expected[r["submission"]]]

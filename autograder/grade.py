@@ -85,7 +85,9 @@ def run_worker(submission: Path, autograder_zip: Path, limits: Limits) -> dict:
     """Unsafe path: grade one submission with otter in a child process group; always returns a result."""
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
-        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare",
+        # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
+        # even when the worker is killed at the time limit.
+        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare", "TMPDIR": tmp,
                                   IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

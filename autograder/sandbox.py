@@ -94,6 +94,22 @@ def _reachable_by_others(path: Path) -> bool:
     return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
 
 
+def _reachable_copy(bwrap: Path, folder: Path) -> str:
+    """A copy of bwrap (and the libraries its RPATH names, two levels up) the sandbox uid can run:
+    the uid drops before bwrap starts, so a virtual environment under /root would hide it."""
+    binary = folder / bwrap.relative_to(bwrap.parents[2])
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(bwrap, binary)
+    libs = bwrap.parents[2] / f"{bwrap.parents[1].name}.libs"  # auditwheel's $ORIGIN/../../<package>.libs
+    if libs.is_dir():
+        shutil.copytree(libs, folder / libs.name, dirs_exist_ok=True)
+    for root, dirs, files in os.walk(folder):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o755)
+    return str(binary)
+
+
 @dataclass
 class Sandbox:
     """Builds and runs bwrap command lines for one grading run.
@@ -110,6 +126,8 @@ class Sandbox:
     def __post_init__(self):
         self.bwrap = self.bwrap or bwrap_binary()
         self.as_root = os.geteuid() == 0
+        if self.as_root and not _reachable_by_others(Path(self.bwrap)):
+            self.bwrap = _reachable_copy(Path(self.bwrap), self.staging / "bwrap")
         prefix = Path(os.path.realpath(self.python)).parents[1]  # the base installation
         venv = Path(self.python).parents[1]
         self.system_binds = [(Path("/usr"), "/usr"), (prefix, str(prefix)), (venv.resolve(), str(venv))]

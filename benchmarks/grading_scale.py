@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
 from notebook_edits import replace_function  # noqa: E402
 
-from autograder.build import build  # noqa: E402
 from autograder.layout import Layout  # noqa: E402
-from autograder.samples import write_samples  # noqa: E402
+from reference import solved_student_notebook  # noqa: E402
 
 SLUG = "kernel_attention"
 
@@ -35,9 +34,7 @@ def main(count: int = 200) -> None:
     layout = Layout.find(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        build(layout, SLUG, notebooks_dir=tmp / "notebooks", log=lambda *a: None)
-        write_samples(layout, SLUG, tmp / "samples", notebooks_dir=tmp / "notebooks")
-        complete = nbformat.read(tmp / "samples" / "complete.ipynb", as_version=4)
+        complete = solved_student_notebook(layout, SLUG, tmp)
         subs = tmp / "submissions"
         subs.mkdir()
         variants = WRONG + CORRECT

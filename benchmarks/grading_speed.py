@@ -23,10 +23,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import build
 from autograder.grade import Grader, Limits
 from autograder.layout import Layout
-from autograder.samples import write_samples
+from reference import solved_student_notebook
 
 SLUG = "kernel_attention"
 JOBS = 2
@@ -64,9 +63,7 @@ def main(copies: int = 6) -> None:
     layout = Layout.find(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        build(layout, SLUG, notebooks_dir=tmp / "notebooks", log=lambda *a: None)
-        write_samples(layout, SLUG, tmp / "samples", notebooks_dir=tmp / "notebooks")
-        complete = nbformat.read(tmp / "samples" / "complete.ipynb", as_version=4)
+        complete = solved_student_notebook(layout, SLUG, tmp)
         submissions = tmp / "submissions"
         submissions.mkdir()
         for i in range(copies):

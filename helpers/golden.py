@@ -131,8 +131,13 @@ def judge(spec: dict, got: dict) -> str | None:
     if val.shape != exp.shape:
         return f"shape {tuple(val.shape)} but the reference has shape {tuple(exp.shape)}"
     if exp.dtype.kind == "b":
-        wrong = np.argwhere(val != exp)
-        return None if wrong.size == 0 else f"{len(wrong)} of {val.size} entries differ, first at index {tuple(wrong[0])}"
+        mismatch = np.atleast_1d(val != exp)  # a single bool is 0-d: argwhere of it finds nothing
+        if not mismatch.any():
+            return None
+        if val.ndim == 0:
+            return f"got {bool(val)}, the reference has {bool(exp)}"
+        first = tuple(int(i) for i in np.argwhere(mismatch)[0])
+        return f"{int(mismatch.sum())} of {val.size} entries differ, first at index {first}"
     val64, exp64 = val.astype(np.float64), exp.astype(np.float64)
     bad = ~np.isfinite(val64) & np.isfinite(exp64)
     if bad.any():

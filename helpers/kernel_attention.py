@@ -271,7 +271,7 @@ def plot_rff_error(rff_attention: Callable, softmax_attention: Callable, *,
              title="Error against the number of random features")
     left.set_xticks(num_features, [str(r) for r in num_features])
     left.xaxis.set_minor_formatter(NullFormatter())
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, loc="lower left")  # the curves fall to the right: the lower left stays free
     for j, r in enumerate(num_features):
         right.plot(dims, errors[:, j], "s-", label=rf"$D_{{random}}$ = {r}")
     right.set(xscale="log", yscale="log", xlabel="query/key dimension D",
@@ -279,7 +279,7 @@ def plot_rff_error(rff_attention: Callable, softmax_attention: Callable, *,
               title=f"Error against D (entries of q, k ~ N(0, {scale:g}²))")
     right.set_xticks(dims, [str(d) for d in dims])
     right.xaxis.set_minor_formatter(NullFormatter())
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes, over no curve
     for a in (left, right):
         a.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -397,8 +397,8 @@ def plot_feature_map_error(trig_attention: Callable, positive_attention: Callabl
 
     For every ``scale`` draws ``trials`` problems with query/key entries N(0, scale^2) (so the
     norms grow like ``scale * sqrt(dim)``) and records the median relative error of each
-    approximation, plus the fraction of trials whose output is not finite or whose error exceeds
-    1 (a useless approximation).
+    approximation over the trials. A trial whose output is not finite (nan or inf) counts as an
+    infinite error; where the median is infinite the plot marks the scale with a red cross.
 
     Parameters
     ----------
@@ -415,8 +415,8 @@ def plot_feature_map_error(trig_attention: Callable, positive_attention: Callabl
     Returns
     -------
     dict
-        ``{"scales", "trig", "positive"}``: median relative errors (``inf`` where more than half
-        the trials failed), one per scale.
+        ``{"scales", "trig", "positive"}``: median relative errors, one per scale (``inf`` where
+        half of the trials or more gave a non-finite output).
     """
     for name, fn in (("trig_attention", trig_attention), ("positive_attention", positive_attention),
                      ("softmax_attention", softmax_attention)):

@@ -8,7 +8,8 @@ __all__ = ["check_tensor"]
 
 
 def check_tensor(name: str, x, *, ndim: int | None = None, min_ndim: int | None = None,
-                 floating: bool = False, dtype: torch.dtype | None = None) -> torch.Tensor:
+                 floating: bool = False, dtype: torch.dtype | None = None,
+                 shape: tuple[int, ...] | None = None) -> torch.Tensor:
     """Validate a tensor argument and return it.
 
     Parameters
@@ -23,6 +24,8 @@ def check_tensor(name: str, x, *, ndim: int | None = None, min_ndim: int | None 
         Require a floating-point dtype.
     dtype : torch.dtype, optional
         Require exactly this dtype.
+    shape : tuple of int, optional
+        Require exactly this shape.
 
     Raises
     ------
@@ -31,6 +34,8 @@ def check_tensor(name: str, x, *, ndim: int | None = None, min_ndim: int | None 
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if shape is not None and tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
     if min_ndim is not None and x.ndim < min_ndim:

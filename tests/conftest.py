@@ -83,33 +83,43 @@ def tree_digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds) -> dict:
+    """Samples, known-wrong and known-correct variants and the students' real exports of one
+    assignment under ``folder``; returns {file: expected statuses}."""
+    from notebook_edits import replace_function
+    from student_run import run_as_student
+
+    samples = write_samples(layout, slug, folder / "samples", notebooks_dir=notebooks_dir)
+    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
+    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+    (folder / "variants").mkdir()
+    for variant in variants:
+        edited = replace_function(complete, variant["function"], variant["source"])
+        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
+    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
+    (folder / "exports").mkdir()
+    for kind in latex_kinds:
+        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
+        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
+        exported.rename(folder / "exports" / f"{kind}.zip")
+        expected[f"exports/{kind}.zip"] = ("ok",)
+    return expected
+
+
 @pytest.fixture(scope="session")
 def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
     """(folder, expected statuses per file, host paths the attacks aim at)."""
     from adversarial import make_attacks, malformed_files, metadata_attack, with_attack
     from kernel_attention_variants import CORRECT, WRONG
-    from notebook_edits import replace_function
-    from student_run import run_as_student
 
     from helpers.submission import latex_available
 
     folder = tmp_path_factory.mktemp("submissions")
     results = tmp_path_factory.mktemp("results")
-    samples = write_samples(layout, SLUG, folder / "samples", notebooks_dir=fresh_notebooks)
-    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
+    kinds = ("with_pdf", "without_latex") if latex_available() else ("without_latex",)
+    expected = write_batch(layout, SLUG, fresh_notebooks, folder, WRONG + CORRECT, kinds)
     complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
-    (folder / "variants").mkdir()
-    for variant in WRONG + CORRECT:
-        edited = replace_function(complete, variant["function"], variant["source"])
-        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
-    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
-    (folder / "exports").mkdir()
-    for kind in ("with_pdf", "without_latex") if latex_available() else ("without_latex",):
-        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
-        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
-        exported.rename(folder / "exports" / f"{kind}.zip")
-        expected[f"exports/{kind}.zip"] = ("ok",)
     # What a student might try against the grader.
     paths = {"repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder,
              "results": results, "host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission",

@@ -4,8 +4,10 @@ Pure data, no tests. Each entry replaces the definition of ``function`` in the m
 (``solutions/kernel_attention/kernel_attention.ipynb``) with ``source``; the grading test then
 grades the modified notebook against the golden values recorded from the reference:
 
-* every ``WRONG`` entry must fail each hidden test named in ``must_lose`` (it may fail more);
-* every ``CORRECT`` entry must pass every hidden test (full marks).
+* every ``WRONG`` entry must fail each hidden test named in ``must_lose`` (it may fail more), and
+  each public check named in ``must_fail_public``: there a student sees the bug before submitting,
+  in the question of the function that has it;
+* every ``CORRECT`` entry must pass every hidden test (full marks) and every public check.
 
 The sources may use what the notebook's setup cell imports (``math``, ``torch``, ``F``) and the
 other functions the students write (``kernel_attention``, ``random_fourier_features``, ...).
@@ -38,6 +40,7 @@ def softmax_attention(Q, K, V, mask=None):
     return weights @ V, weights
 ''',
         "must_lose": ["test_softmax_hidden_plain", "test_softmax_hidden_masked"],
+        "must_fail_public": ["test_softmax_scales_by_sqrt_d"],
     },
     {
         "name": "softmax_mask_polarity_flipped",
@@ -338,6 +341,7 @@ def rff_attention(Q, K, V, num_features, seed):
     return kernel_attention(Q, K, V, feature_map)
 ''',
         "must_lose": ["test_rff_attention_hidden_golden"],
+        "must_fail_public": ["test_rff_attention_public"],
     },
 ]
 

@@ -8,7 +8,7 @@ import textwrap
 
 
 def replace_function(nb, name: str, source: str):
-    """A copy of ``nb`` where the top-level ``def name`` is replaced by ``source``.
+    """A copy of ``nb`` where the top-level ``def name`` (or ``class name``) is replaced by ``source``.
 
     Raises ValueError unless exactly one code cell defines ``name`` at top level.
     """
@@ -21,7 +21,7 @@ def replace_function(nb, name: str, source: str):
             tree = ast.parse(cell.source)
         except SyntaxError:  # cells with IPython magics never hold graded functions
             continue
-        hits += [(cell, node) for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+        hits += [(cell, node) for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
     if len(hits) != 1:
         raise ValueError(f"expected one top-level definition of {name}, found {len(hits)}")
     cell, node = hits[0]

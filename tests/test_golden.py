@@ -160,3 +160,12 @@ def test_encode_rejects_ragged_and_objects():
         encode([[1, 2], [3]])
     with pytest.raises(TypeError, match="dict"):
         encode({"a": 1})
+
+
+def test_a_single_boolean_is_compared():
+    """A 0-d boolean (a property such as "the input is unchanged") must fail when it differs."""
+    spec = {"check": "close", "expected": encode(True), "rtol": 0.0, "atol": 0.0}
+    assert judge(spec, encode(True)) is None
+    assert judge(spec, encode(False)) == "got False, the reference has True"
+    grid = {"check": "close", "expected": encode(np.array([True, False])), "rtol": 0.0, "atol": 0.0}
+    assert judge(grid, encode(np.array([True, True]))) == "1 of 2 entries differ, first at index (1,)"

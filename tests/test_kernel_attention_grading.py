@@ -24,6 +24,11 @@ from kernel_attention_variants import CORRECT, WRONG
 from student_run import latex_or_skip, printed
 
 
+def public_failures(row):
+    return {case["test"] for q in row["questions"].values() for case in q["cases"]
+            if not case["hidden"] and not case["passed"]}
+
+
 def hidden_failures(row):
     return {case["test"] for q in row["questions"].values() for case in q["cases"]
             if case["hidden"] and not case["passed"]}
@@ -71,6 +76,7 @@ def test_reference_solution_scores_full_marks(graded):
     for name in ("samples/complete.ipynb", "samples/complete_export.zip", *exports):
         assert rows[name]["possible"] >= 15
         assert rows[name]["total"] == rows[name]["possible"], hidden_failures(rows[name])
+        assert not public_failures(rows[name]), public_failures(rows[name])
 
 
 def test_exported_zip_holds_the_notebook_and_a_pdf_when_latex_is_installed(submissions, tmp_path):
@@ -128,10 +134,19 @@ def test_known_wrong_implementation_loses_points(graded, variant):
     assert not missed, f"{variant['name']} still passes {sorted(missed)}"
 
 
+@pytest.mark.parametrize("variant", [v for v in WRONG if v.get("must_fail_public")], ids=lambda v: v["name"])
+def test_known_wrong_implementation_fails_its_public_check_first(graded, variant):
+    """A failing hidden test is never the student's first sign of the bug: a public check shows it."""
+    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    missed = set(variant["must_fail_public"]) - public_failures(row)
+    assert not missed, f"{variant['name']} passes the public checks {sorted(missed)}"
+
+
 @pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v["name"])
 def test_alternative_correct_implementation_keeps_full_points(graded, variant):
     row = graded[0][f"variants/{variant['name']}.ipynb"]
     assert row["total"] == row["possible"], f"{variant['name']} fails {sorted(hidden_failures(row))}"
+    assert not public_failures(row), f"{variant['name']} fails the public checks {sorted(public_failures(row))}"
 
 
 def test_results_files_have_one_row_per_submission(graded):

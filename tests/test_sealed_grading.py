@@ -210,3 +210,23 @@ def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_p
         listener.close()
     assert all("BREACH" in row["message"] for row in rows), [row["message"] for row in rows]
     assert listener.connections >= 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the sandbox's uid then differs from the grader's")
+def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
+    """CI may clone the bundle (and its virtual environment) under /root, which is private."""
+    from autograder.sandbox import Sandbox, bwrap_binary
+
+    package = Path(bwrap_binary()).parents[1]
+    private = tmp_path / "private"  # pytest's tmp folders are 0700, like /root
+    shutil.copytree(package, private / package.name)
+    shutil.copytree(package.with_name(f"{package.name}.libs"), private / f"{package.name}.libs")
+    staging = Path(tempfile.mkdtemp(prefix="staging-"))
+    try:
+        staging.chmod(0o755)
+        sandbox = Sandbox(python=Path(sys.executable), staging=staging,
+                          bwrap=str(private / package.name / "_bin" / "bwrap"))
+        assert Path(sandbox.bwrap).is_relative_to(staging)
+        sandbox.probe()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

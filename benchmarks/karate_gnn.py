@@ -1,0 +1,74 @@
+"""karate_gnn targets: unlabelled members placed correctly (the notebook's seed, and 10 seeds),
+the label-propagation baseline, and how long the notebook takes in both settings.
+
+    .venv/bin/python benchmarks/karate_gnn.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import torch
+from nbclient import NotebookClient
+
+from autograder.layout import Layout
+from autograder.samples import write_samples
+from helpers import seed_everything
+from helpers.karate_gnn import accuracy, label_propagation, load_karate_club
+from reference import load_reference
+
+SLUG = "karate_gnn"
+FULL_EPOCHS, LR = 200, 0.01  # the notebook's full setting
+
+
+def unlabelled_correct(ref: dict, seed: int) -> int:
+    club = load_karate_club()
+    seed_everything(seed)
+    A_hat, X = ref["normalize_adjacency"](club.A), torch.eye(club.num_nodes)
+    model = ref["GCN"](club.num_nodes)
+    ref["train_semi_supervised"](model, A_hat, X, club.labels, club.train_nodes, epochs=FULL_EPOCHS, lr=LR)
+    with torch.no_grad():
+        predicted = model(A_hat, X).argmax(dim=1)
+    return accuracy(predicted, club.labels, club.test_nodes)[0]
+
+
+def notebook_seconds(fast: bool) -> float:
+    layout = Layout.find(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        write_samples(layout, SLUG, Path(tmp))
+        nb = nbformat.read(Path(tmp) / "complete.ipynb", as_version=4)
+        nb.cells = nb.cells[:-1]  # everything but the export
+        nbformat.write(nb, Path(tmp) / f"{SLUG}.ipynb")  # otter's grader object reads the notebook file
+        saved = os.environ.pop("COURSE_FAST", None)
+        if fast:
+            os.environ["COURSE_FAST"] = "1"
+        try:
+            started = time.perf_counter()
+            NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
+            return time.perf_counter() - started
+        finally:
+            os.environ.pop("COURSE_FAST", None)
+            if saved is not None:
+                os.environ["COURSE_FAST"] = saved
+
+
+def main() -> None:
+    ref = load_reference(SLUG)
+    club = load_karate_club()
+    scores = [unlabelled_correct(ref, seed) for seed in range(10)]
+    baseline = accuracy(label_propagation(club), club.labels, club.test_nodes)[0]
+    print(f"GCN, notebook seed 0: {scores[0]}/32 unlabelled members correct (target >= 31)")
+    print(f"GCN, seeds 0-9: median {statistics.median(scores):g}/32 (target >= 30), min {min(scores)}, max {max(scores)}: {scores}")
+    print(f"label propagation (harmonic function) from the same two labels: {baseline}/32")
+    for fast in (False, True):
+        print(f"notebook top to bottom, {'fast' if fast else 'full'} setting: {notebook_seconds(fast):.1f} s"
+              + ("" if fast else " (target <= 30 s)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -152,8 +152,9 @@ def plot_club(club: KarateClub, predicted: torch.Tensor | None = None, *, title:
 class EmbeddingRecorder:
     """Callback for training: after the epochs listed in ``at`` (from 1), keep the 2-D embedding of each node.
 
-    Pass it as ``on_epoch`` to ``train_semi_supervised``; it calls ``model.embed(A_hat, X)``
-    without gradients. ``snapshots`` is a list of ``(epoch, array (N, 2))``.
+    Pass it as ``on_epoch`` to ``train_semi_supervised``, which calls it with the epoch counted from
+    0; ``at`` counts from 1 ("after epoch 1" is after the first step). It calls
+    ``model.embed(A_hat, X)`` without gradients. ``snapshots`` is a list of ``(epoch, array (N, 2))``.
     """
 
     def __init__(self, A_hat: torch.Tensor, X: torch.Tensor, at: Sequence[int] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 100, 200)):
@@ -190,8 +191,8 @@ def plot_embedding_snapshots(snapshots: Sequence[tuple[int, np.ndarray]], club: 
         ax.set_title(f"after epoch {epoch}", fontsize=9)
         ax.set_xlabel("embedding 1", fontsize=8)
         ax.set_ylabel("embedding 2", fontsize=8)
-        ax.set_xlim(-1.05, 1.05)
-        ax.set_ylim(-1.05, 1.05)
+        ax.set_xlim(-1.15, 1.15)  # tanh's range, with room for the markers at the corners
+        ax.set_ylim(-1.15, 1.15)
         ax.set_xticks([-1, 0, 1])
         ax.set_yticks([-1, 0, 1])
     for ax in list(axes.flat)[len(snapshots):]:
@@ -233,8 +234,10 @@ def hand_written_gcn(gcn_layer_backward: Callable) -> Callable:
 def gradcheck_gcn(gcn_layer_backward: Callable, A_hat: torch.Tensor, *, hidden: int = 4, seed: int = 0) -> bool:
     """``torch.autograd.gradcheck`` on a two-layer GCN (tanh between) built with your backward.
 
-    Runs in float64 on ``A_hat`` with random features and weights; numerical and analytical
-    gradients of every input (X, both weights, both biases) must agree.
+    Runs in float64 with random features and weights, once on ``A_hat`` and once on a random
+    matrix of the same size that is not symmetric (for a symmetric ``A_hat`` a backward pass that
+    forgets its transpose is still exact). Numerical and analytical gradients of every input
+    (X, both weights, both biases) must agree.
 
     Returns
     -------
@@ -242,10 +245,16 @@ def gradcheck_gcn(gcn_layer_backward: Callable, A_hat: torch.Tensor, *, hidden: 
         True when they agree; otherwise gradcheck raises and says which input's gradient differs.
     """
     check_tensor("A_hat", A_hat, ndim=2)
-    layer = hand_written_gcn(gcn_layer_backward)
     g = torch.Generator().manual_seed(seed)
     n = A_hat.shape[0]
-    A64 = A_hat.detach().double()
+    not_symmetric = torch.rand(n, n, generator=g, dtype=torch.float64) / n
+    return all(_gradcheck_two_layers(gcn_layer_backward, A, hidden, g)
+               for A in (A_hat.detach().double(), not_symmetric))
+
+
+def _gradcheck_two_layers(gcn_layer_backward: Callable, A64: torch.Tensor, hidden: int, g: torch.Generator) -> bool:
+    layer = hand_written_gcn(gcn_layer_backward)
+    n = A64.shape[0]
     inputs = (torch.randn(n, 3, generator=g, dtype=torch.float64),
               torch.randn(3, hidden, generator=g, dtype=torch.float64),
               torch.randn(hidden, generator=g, dtype=torch.float64),

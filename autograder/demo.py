@@ -29,7 +29,10 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     log("\n" + format_table(rows))
     wrong = [f"{r['submission']}: status {r['status']}, expected {expected[r['submission']]}"
              for r in rows if r["status"] not in expected[r["submission"]]]
-    log(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
+    log(f"\nDemo finished in {time.perf_counter() - started:.0f} s. " + (
+        "Graded UNSAFE (--unsafe): otter in your own account." if unsafe else
+        "Graded sealed: each submission ran in a bubblewrap sandbox (no network, read-only system, nothing "
+        "of the bundle in sight) and its score was judged outside it from the values its tests collected."))
     log(f"  student notebooks:  {layout.notebooks}/")
     log(f"  autograder zips:    {layout.out / 'autograders'}/")
     log(f"  sample submissions: {out / 'submissions'}/")

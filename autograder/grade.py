@@ -338,15 +338,19 @@ def _without_test_code(message: str) -> list[str]:
 
 
 def format_table(rows: list[dict]) -> str:
-    """The score table printed at the end of a run."""
-    questions = sorted({q for row in rows for q in row["scores"]})
-    header = ["submission", "status", *questions, "total"]
-    body = [[row["submission"], row["status"], *(f"{row['scores'].get(q, 0):g}" for q in questions),
-             f"{row['total']:g}/{row['possible']:g}"] for row in rows]
-    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    for row in rows:
-        if row["message"]:
-            lines.append(f"{row['submission']}: {row['message'][:160]}")
-    return "\n".join(lines)
+    """The score table printed at the end of a run: one block per assignment (its own questions),
+    then the message of every row that has one."""
+    blocks = []
+    for assignment in sorted({row["assignment"] for row in rows}, key=lambda a: (a == "", a)):  # invalid ones last
+        group = [row for row in rows if row["assignment"] == assignment]
+        questions = sorted({q for row in group for q in row["scores"]})
+        header = ["submission", "status", *questions, "total"]
+        body = [[row["submission"], row["status"], *(f"{row['scores'][q]:g}" if q in row["scores"] else "-"
+                                                      for q in questions),
+                 f"{row['total']:g}/{row['possible']:g}"] for row in group]
+        widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+        lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *body]]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        blocks.append((f"{assignment}:\n" if assignment else "not graded (no assignment):\n") + "\n".join(lines))
+    notes = [f"{row['submission']}: {row['message'][:160]}" for row in rows if row["message"]]
+    return "\n\n".join(blocks) + ("\n\n" + "\n".join(notes) if notes else "")

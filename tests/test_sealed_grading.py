@@ -122,14 +122,15 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
     copy.mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "sandbox.py", copy / "sandbox.py")
     (copy / "__init__.py").write_text("")
-    from autograder.sandbox import bwrap_binary
+    from autograder.sandbox import _reachable_copy, bwrap_binary
+    bwrap = _reachable_copy(Path(bwrap_binary()), tmp_path / "bwrap")  # wherever the venv lies, nobody can run this
     script = tmp_path / "probe.py"
     script.write_text(f"""
 import sys, os, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(tmp_path / 'lib')!r})
 from autograder.sandbox import Sandbox, SandboxLimits
-sandbox = Sandbox(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap_binary()!r})
+sandbox = Sandbox(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
 sandbox.probe()
 flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep', '30'])\\ntime.sleep(30)"
 run = sandbox.run(["/usr/bin/python3", "-c", flood], binds=[], env={{"PATH": "/usr/bin"}}, slot=0,

@@ -32,7 +32,7 @@ check: install
 
 bench: install
 	$(BIN)/python benchmarks/grading_speed.py
-	$(BIN)/python benchmarks/causal_attention_speed.py
+	$(BIN)/python benchmarks/kernel_attention.py
 	$(BIN)/python benchmarks/karate_gnn.py
 
 clean:

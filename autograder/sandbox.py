@@ -137,8 +137,8 @@ class Sandbox:
 
     # ------------------------------------------------------------------ command line
     def command(self, argv: list[str], binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
-                limits: SandboxLimits) -> tuple[list[str], int]:
-        """(launcher + bwrap command, uid it runs as)."""
+                limits: SandboxLimits) -> list[str]:
+        """The launcher + bwrap command line."""
         staged: list[tuple[Path, Path]] = []  # (host path, reachable staging path) for the root launcher
         size = str(limits.disk_mb << 20)
         # The in-memory folders first, so that no bind below can be hidden by them.
@@ -170,14 +170,14 @@ class Sandbox:
         memory = str(limits.memory_mb << 20)
         limit = ["prlimit", f"--nproc={nproc}", f"--as={memory}", "--core=0", "--"]
         if not self.as_root:
-            return [*limit, *args], uid
+            return [*limit, *args]
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
         # In a private mount namespace, bind each unreachable path onto its staging folder, then
         # exec the rest: the binds exist only for this process and its sandbox.
         script = 'while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"'
         pairs = [str(p) for pair in staged for p in pair]
         launcher = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script, "sh", *pairs, "--"]
-        return [*launcher, *limit, *drop, *args], uid
+        return [*launcher, *limit, *drop, *args]
 
     # ------------------------------------------------------------------ running
     def run(self, argv: list[str], *, binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
@@ -191,7 +191,7 @@ class Sandbox:
         """
         result = SandboxRun()
         channel_r, channel_w = os.pipe()
-        command, _ = self.command(argv, binds, {**env, CHANNEL_ENV: str(channel_w)}, slot, limits)
+        command = self.command(argv, binds, {**env, CHANNEL_ENV: str(channel_w)}, slot, limits)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -336,7 +336,7 @@ class _Drain(threading.Thread):
         self.start()
 
     def run(self):
-        while chunk := self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536):
+        while chunk := self.stream.read1(65536):
             room = self.cap - len(self.kept)
             self.kept += chunk[:max(room, 0)]
             self.dropped += max(len(chunk) - max(room, 0), 0)

@@ -57,9 +57,9 @@ class Autograder:
                 if name.startswith("tests/") and name.endswith(".py"):
                     sources.append({"question": Path(name).stem, "source": zf.read(name).decode("utf-8")})
                 elif name.startswith("files/") and not info.is_dir() and Path(name).name != GOLDEN_FILENAME:
-                    target = assets / Path(name).relative_to("files")
                     if ".." in Path(name).parts:
                         continue
+                    target = assets / Path(name).relative_to("files")
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(zf.read(name))
         assets.mkdir(parents=True, exist_ok=True)

@@ -38,3 +38,33 @@ def solved_student_notebook(layout, slug: str, folder: Path):
     build(layout, slug, notebooks_dir=folder / "notebooks", log=lambda *a: None)
     write_samples(layout, slug, folder / "samples", notebooks_dir=folder / "notebooks")
     return nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+
+
+def notebook_seconds(slug: str, fast: bool) -> float:
+    """Seconds to run the solved student notebook top to bottom in a fresh kernel (all but the
+    export cell), in the fast (``COURSE_FAST=1``) or the full setting."""
+    import os
+    import tempfile
+    import time
+
+    from nbclient import NotebookClient
+
+    from autograder.layout import Layout
+    from autograder.samples import write_samples
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_samples(Layout.find(REPO), slug, Path(tmp))
+        nb = nbformat.read(Path(tmp) / "complete.ipynb", as_version=4)
+        nb.cells = nb.cells[:-1]  # everything but the export
+        nbformat.write(nb, Path(tmp) / f"{slug}.ipynb")  # otter's grader object reads the notebook file
+        saved = os.environ.pop("COURSE_FAST", None)
+        if fast:
+            os.environ["COURSE_FAST"] = "1"
+        try:
+            started = time.perf_counter()
+            NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
+            return time.perf_counter() - started
+        finally:
+            os.environ.pop("COURSE_FAST", None)
+            if saved is not None:
+                os.environ["COURSE_FAST"] = saved

@@ -1,7 +1,6 @@
 """End to end on the karate-club GCN assignment: build, sync, one sealed grading batch of the
 samples, the known-wrong and known-correct variants and a student's real export."""
 
-import nbformat
 import pytest
 import torch
 

@@ -8,16 +8,13 @@ covers the sample submissions, every known-wrong and known-correct implementatio
 import subprocess
 import tomllib
 import zipfile
-from pathlib import Path
 
-import nbformat
 import pytest
 import yaml
 
 from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
-from autograder.grade import Grader, Limits, run_worker
-from autograder.layout import Layout
+from autograder.grade import Grader, run_worker
 
 from conftest import SLUG, REPO, LIMITS
 from kernel_attention_variants import CORRECT, WRONG

@@ -19,7 +19,7 @@ import pytest
 
 from adversarial import MARKER, make_attacks
 from autograder.grade import Grader, Limits
-from autograder.layout import CourseError, Layout
+from autograder.layout import CourseError
 from autograder.sandbox import SANDBOX_UID_BASE
 from conftest import REPO, SLUG
 

@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python benchmarks/grading_speed.py
 	$(BIN)/python benchmarks/kernel_attention.py
 	$(BIN)/python benchmarks/karate_gnn.py
+	$(BIN)/python benchmarks/autoencoders.py
 
 clean:
 	rm -rf out

@@ -138,7 +138,8 @@ def judge(spec: dict, got: dict) -> str | None:
             return f"got {bool(val)}, the reference has {bool(exp)}"
         first = tuple(int(i) for i in np.argwhere(mismatch)[0])
         return f"{int(mismatch.sum())} of {val.size} entries differ, first at index {first}"
-    val64, exp64 = val.astype(np.float64), exp.astype(np.float64)
+    # At least 1-d: arithmetic on 0-d arrays gives numpy scalars, which take no index assignment.
+    val64, exp64 = np.atleast_1d(val.astype(np.float64)), np.atleast_1d(exp.astype(np.float64))
     bad = ~np.isfinite(val64) & np.isfinite(exp64)
     if bad.any():
         return f"non-finite value (nan or inf) at index {tuple(np.argwhere(bad)[0])}"
@@ -149,6 +150,9 @@ def judge(spec: dict, got: dict) -> str | None:
     if val64.size == 0 or not (excess > 0).any():
         return None
     worst = np.unravel_index(np.argmax(excess), excess.shape)
+    if val.ndim == 0:
+        return (f"the value differs from the reference by {err[worst]:.3g} "
+                f"(tolerance rtol={spec['rtol']:g}, atol={spec['atol']:g})")
     return (
         f"values differ from the reference: largest error {err[worst]:.3g} at index "
         f"{tuple(int(i) for i in worst)} (tolerance rtol={spec['rtol']:g}, atol={spec['atol']:g})"

@@ -83,6 +83,12 @@ def tree_digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def variant_notebook(variant: dict) -> str:
+    """The notebook a variant is graded in: its own, or one it shares (``"notebook"``) with
+    variants whose bugs cannot hide each other's, to grade fewer notebooks."""
+    return variant.get("notebook", variant["name"])
+
+
 def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds) -> dict:
     """Samples, known-wrong and known-correct variants and the students' real exports of one
     assignment under ``folder``; returns {file: expected statuses}."""
@@ -93,9 +99,13 @@ def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds) -> d
     expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
     complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     (folder / "variants").mkdir()
+    edited = {}  # notebook name -> the complete notebook with the edits of every variant it holds
     for variant in variants:
-        edited = replace_function(complete, variant["function"], variant["source"])
-        nbformat.write(edited, folder / "variants" / f"{variant['name']}.ipynb")
+        notebook = variant_notebook(variant)
+        for function, source in variant.get("edits", [(variant.get("function"), variant.get("source"))]):
+            edited[notebook] = replace_function(edited.get(notebook, complete), function, source)
+    for notebook, nb in edited.items():
+        nbformat.write(nb, folder / "variants" / f"{notebook}.ipynb")
     # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
     (folder / "exports").mkdir()
     for kind in latex_kinds:

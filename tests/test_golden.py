@@ -169,3 +169,13 @@ def test_a_single_boolean_is_compared():
     assert judge(spec, encode(False)) == "got False, the reference has True"
     grid = {"check": "close", "expected": encode(np.array([True, False])), "rtol": 0.0, "atol": 0.0}
     assert judge(grid, encode(np.array([True, True]))) == "1 of 2 entries differ, first at index (1,)"
+
+
+def test_a_single_number_is_compared():
+    """A 0-d float (a scalar loss tensor) is judged like any array, not refused as unreadable."""
+    import torch
+
+    spec = {"check": "close", "expected": encode(torch.tensor(2.5)), "rtol": 1e-5, "atol": 1e-6}
+    assert judge(spec, encode(torch.tensor(2.5, dtype=torch.float64))) is None
+    assert judge(spec, encode(torch.tensor(2.6))).startswith("the value differs from the reference by 0.1")
+    assert "non-finite" in judge(spec, encode(torch.tensor(float("nan"))))

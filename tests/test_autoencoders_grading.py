@@ -1,0 +1,137 @@
+"""End to end on the autoencoders assignment: build, sync, one sealed grading batch of the samples,
+the known-wrong and known-correct variants and a student's real export; and the helpers' data
+and harnesses on their own."""
+
+import pytest
+import torch
+
+from autograder.build import build
+from autograder.check import _tree_differences
+from autograder.grade import Grader
+
+from autoencoders_variants import CORRECT, WRONG
+from conftest import LIMITS, variant_notebook, write_batch
+from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic, pretrain,
+                                  principal_angle_cosines)
+from student_run import printed
+
+SLUG = "autoencoders"
+AUTOGRADED_POINTS = 14
+
+
+def failures(row, hidden):
+    return {case["test"] for q in row["questions"].values() for case in q["cases"]
+            if case["hidden"] == hidden and not case["passed"]}
+
+
+@pytest.fixture(scope="session")
+def autoencoder_notebooks(layout, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("autoencoder_notebooks")
+    build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def autoencoder_graded(layout, autoencoder_notebooks, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("autoencoder_submissions")
+    expected = write_batch(layout, SLUG, autoencoder_notebooks, folder, WRONG + CORRECT, ("without_latex",))
+    rows = Grader(layout, folder, tmp_path_factory.mktemp("autoencoder_results"), LIMITS, jobs=2).run(log=lambda *a: None)
+    return {row["file"]: row for row in rows}, expected, folder
+
+
+def test_committed_student_notebook_matches_a_fresh_build(layout, autoencoder_notebooks):
+    differences = list(_tree_differences(autoencoder_notebooks / SLUG, layout.student_dir(SLUG)))
+    assert differences == [], "notebooks/ is stale: run `course build` and commit"
+
+
+def test_every_submission_gets_its_row_and_status(autoencoder_graded):
+    rows, expected, _ = autoencoder_graded
+    for name, statuses in expected.items():
+        assert rows[name]["status"] in statuses, (name, rows[name]["status"], rows[name]["message"])
+
+
+def test_reference_and_exported_student_notebook_score_full_marks(autoencoder_graded):
+    rows = autoencoder_graded[0]
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "exports/without_latex.zip"):
+        row = rows[name]
+        assert row["possible"] == AUTOGRADED_POINTS and row["total"] == row["possible"], failures(row, hidden=True)
+        assert not failures(row, hidden=False), failures(row, hidden=False)
+
+
+def test_blank_notebook_scores_zero(autoencoder_graded):
+    row = autoencoder_graded[0]["samples/blank.ipynb"]
+    assert row["total"] == 0 and row["possible"] == AUTOGRADED_POINTS
+
+
+@pytest.mark.parametrize("variant", WRONG, ids=lambda v: v["name"])
+def test_known_wrong_implementation_loses_points_and_fails_its_public_check(autoencoder_graded, variant):
+    row = autoencoder_graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
+    assert row["total"] < row["possible"]
+    assert not set(variant["must_lose"]) - failures(row, hidden=True), failures(row, hidden=True)
+    assert not set(variant["must_fail_public"]) - failures(row, hidden=False), failures(row, hidden=False)
+
+
+@pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v["name"])
+def test_alternative_correct_implementation_keeps_full_points(autoencoder_graded, variant):
+    row = autoencoder_graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
+    assert row["total"] == row["possible"], failures(row, hidden=True)
+    assert not failures(row, hidden=False), failures(row, hidden=False)
+
+
+def test_student_run_passes_every_public_check_and_runs_the_grid(autoencoder_graded):
+    folder = autoencoder_graded[2]
+    said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")
+    assert said.count("All test cases passed!") == 4, said
+    assert "pretraining and probing: 24 steps" in said  # the fast grid: 2 data sets x 2 kinds x 3 variants x 2 k
+    assert "MNIST, 200 labels: raw input" in said and "k = 10: loss" in said
+
+
+def test_synthetic_data_has_twenty_high_variance_directions_and_a_fixed_split():
+    data = make_synthetic()
+    (X, y), (X_val, _), (X_test, _) = data.train, data.val, data.test
+    assert (len(X), len(X_val), len(X_test)) == (14_000, 4_000, 2_000) and X.shape[1] == 100
+    assert X.dtype == torch.float32 and y.dtype == torch.int64 and 0.45 < y.float().mean() < 0.55
+    eigenvalues = torch.linalg.eigvalsh(torch.cov(X.T.double())).flip(0)
+    assert (eigenvalues[:20] > 8.5).all() and (eigenvalues[:20] < 11.5).all()
+    assert (eigenvalues[20:] < 1.3).all() and (eigenvalues[20:] > 0.7).all()
+    assert (X.var(dim=0) < 5).all()  # the rotation spreads the 20 directions over every coordinate
+    assert torch.equal(make_synthetic().train[0], X)
+
+
+def test_mnist_is_the_bundled_digits_offline_and_shuffled():
+    data = load_mnist()
+    (X, y), (X_test, y_test) = data.train, data.test
+    assert X.shape == (4000, 784) and X_test.shape == (1000, 784) and data.val is None
+    assert X.min() == 0 and X.max() == 1 and X.dtype == torch.float32
+    assert set(y[:200].tolist()) == set(range(10))  # the 200 probe labels cover every digit
+    assert torch.equal(torch.bincount(torch.cat([y, y_test])), torch.full((10,), 500))
+    assert len(data.head(300).train[0]) == 300 and data.head(None) is data
+
+
+def test_principal_angle_cosines_see_subspaces_not_bases():
+    g = torch.Generator().manual_seed(0)
+    basis = torch.randn(8, 3, generator=g)
+    mixed = basis @ torch.randn(3, 3, generator=g)  # the same subspace in another basis
+    assert torch.allclose(principal_angle_cosines(basis, mixed), torch.ones(3, dtype=torch.float64), atol=1e-10)
+    e = torch.eye(8)
+    assert torch.allclose(principal_angle_cosines(e[:, :2], e[:, 2:4]), torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="same shape"):
+        principal_angle_cosines(basis, basis[:, :2])
+
+
+def test_a_converged_linear_autoencoder_spans_the_principal_subspace():
+    g = torch.Generator().manual_seed(1)
+    rotation, _ = torch.linalg.qr(torch.randn(10, 10, generator=g))
+    X = (torch.randn(3000, 10, generator=g) * torch.linspace(3, 0.5, 10)) @ rotation.T + 4.0
+    model = torch.nn.Sequential(torch.nn.Linear(10, 3), torch.nn.Linear(3, 10))
+    fit_linear_autoencoder(model, X)
+    eigenvectors = torch.linalg.eigh(torch.cov(X.T.double()))[1].flip(1)[:, :3]
+    assert principal_angle_cosines(linear_map(model[1:]), eigenvectors).min() > 0.999
+
+
+def test_pretrain_refuses_an_unknown_variant_and_bad_data():
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(ValueError, match="variant"):
+        pretrain(model, torch.zeros(8, 4), lambda *a: 0.0, "sparse", epochs=1)
+    with pytest.raises((TypeError, ValueError), match="X"):
+        pretrain(model, torch.zeros(8, 4, dtype=torch.long), lambda *a: 0.0, "vanilla", epochs=1)

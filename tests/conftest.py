@@ -5,10 +5,12 @@ exported zips and the adversarial submissions; every test reads its rows, nothin
 """
 
 import hashlib
+import importlib
 import os
 import socket
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,40 @@ def graded(layout, submissions):
     rows = Grader(layout, folder, out, LIMITS, jobs=2).run(log=lambda *a: None)
     paths["digest_after_grading"] = tree_digest(folder)
     return {row["file"]: row for row in rows}, out
+
+
+def failures(row: dict, hidden: bool) -> set[str]:
+    """Names of the failed hidden (or public) tests in a grading row."""
+    return {case["test"] for q in row["questions"].values() for case in q["cases"]
+            if case["hidden"] == hidden and not case["passed"]}
+
+
+@dataclass
+class Batch:
+    """One assignment's sealed grading run: rows by file, expected statuses, the submissions folder
+    (its parent holds the student's run, ``student_without_latex/``) and the fresh build."""
+
+    rows: dict
+    expected: dict
+    folder: Path
+    notebooks: Path
+
+
+@pytest.fixture(scope="session")
+def assignment_batch(layout, tmp_path_factory):
+    """``get(slug) -> Batch``: build the assignment and grade its samples, variants
+    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use."""
+    batches: dict[str, Batch] = {}
+
+    def get(slug: str) -> Batch:
+        if slug not in batches:
+            variants = importlib.import_module(f"{slug}_variants")
+            notebooks = tmp_path_factory.mktemp(f"{slug}_notebooks")
+            build(layout, slug, notebooks_dir=notebooks, log=lambda *args: None)
+            folder = tmp_path_factory.mktemp(f"{slug}_submissions")
+            expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, ("without_latex",))
+            rows = Grader(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), LIMITS, jobs=2).run(log=lambda *a: None)
+            batches[slug] = Batch({row["file"]: row for row in rows}, expected, folder, notebooks)
+        return batches[slug]
+
+    return get

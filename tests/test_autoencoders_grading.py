@@ -1,85 +1,18 @@
-"""End to end on the autoencoders assignment: build, sync, one sealed grading batch of the samples,
-the known-wrong and known-correct variants and a student's real export; and the helpers' data
-and harnesses on their own."""
+"""The autoencoders assignment's own checks: the student's run, and the data and harnesses in
+``helpers``. Its build and grading batch are checked in ``test_assignment_batches``."""
 
 import pytest
 import torch
 
-from autograder.build import build
-from autograder.check import _tree_differences
-from autograder.grade import Grader
-
-from autoencoders_variants import CORRECT, WRONG
-from conftest import LIMITS, variant_notebook, write_batch
 from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic, pretrain,
                                   principal_angle_cosines)
 from student_run import printed
 
 SLUG = "autoencoders"
-AUTOGRADED_POINTS = 14
 
 
-def failures(row, hidden):
-    return {case["test"] for q in row["questions"].values() for case in q["cases"]
-            if case["hidden"] == hidden and not case["passed"]}
-
-
-@pytest.fixture(scope="session")
-def autoencoder_notebooks(layout, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("autoencoder_notebooks")
-    build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def autoencoder_graded(layout, autoencoder_notebooks, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("autoencoder_submissions")
-    expected = write_batch(layout, SLUG, autoencoder_notebooks, folder, WRONG + CORRECT, ("without_latex",))
-    rows = Grader(layout, folder, tmp_path_factory.mktemp("autoencoder_results"), LIMITS, jobs=2).run(log=lambda *a: None)
-    return {row["file"]: row for row in rows}, expected, folder
-
-
-def test_committed_student_notebook_matches_a_fresh_build(layout, autoencoder_notebooks):
-    differences = list(_tree_differences(autoencoder_notebooks / SLUG, layout.student_dir(SLUG)))
-    assert differences == [], "notebooks/ is stale: run `course build` and commit"
-
-
-def test_every_submission_gets_its_row_and_status(autoencoder_graded):
-    rows, expected, _ = autoencoder_graded
-    for name, statuses in expected.items():
-        assert rows[name]["status"] in statuses, (name, rows[name]["status"], rows[name]["message"])
-
-
-def test_reference_and_exported_student_notebook_score_full_marks(autoencoder_graded):
-    rows = autoencoder_graded[0]
-    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "exports/without_latex.zip"):
-        row = rows[name]
-        assert row["possible"] == AUTOGRADED_POINTS and row["total"] == row["possible"], failures(row, hidden=True)
-        assert not failures(row, hidden=False), failures(row, hidden=False)
-
-
-def test_blank_notebook_scores_zero(autoencoder_graded):
-    row = autoencoder_graded[0]["samples/blank.ipynb"]
-    assert row["total"] == 0 and row["possible"] == AUTOGRADED_POINTS
-
-
-@pytest.mark.parametrize("variant", WRONG, ids=lambda v: v["name"])
-def test_known_wrong_implementation_loses_points_and_fails_its_public_check(autoencoder_graded, variant):
-    row = autoencoder_graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
-    assert row["total"] < row["possible"]
-    assert not set(variant["must_lose"]) - failures(row, hidden=True), failures(row, hidden=True)
-    assert not set(variant["must_fail_public"]) - failures(row, hidden=False), failures(row, hidden=False)
-
-
-@pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v["name"])
-def test_alternative_correct_implementation_keeps_full_points(autoencoder_graded, variant):
-    row = autoencoder_graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
-    assert row["total"] == row["possible"], failures(row, hidden=True)
-    assert not failures(row, hidden=False), failures(row, hidden=False)
-
-
-def test_student_run_passes_every_public_check_and_runs_the_grid(autoencoder_graded):
-    folder = autoencoder_graded[2]
+def test_student_run_passes_every_public_check_and_runs_the_grid(assignment_batch):
+    folder = assignment_batch(SLUG).folder
     said = printed(folder.parent / "student_without_latex" / f"{SLUG}.ipynb")
     assert said.count("All test cases passed!") == 4, said
     assert "pretraining and probing: 24 steps" in said  # the fast grid: 2 data sets x 2 kinds x 3 variants x 2 k

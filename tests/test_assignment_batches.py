@@ -1,0 +1,65 @@
+"""The same end-to-end checks for every assignment graded in its own batch (``assignment_batch``):
+the committed student notebook matches a fresh build, every submission gets its row, the reference
+and a student's real export score full marks, a blank notebook scores nothing, each known-wrong
+variant loses the points it must and fails its public check, each correct alternative keeps them.
+
+``kernel_attention``'s batch also holds the adversarial submissions: its module checks it.
+"""
+
+import importlib
+
+import pytest
+
+from autograder.check import _tree_differences
+
+from conftest import failures, variant_notebook
+
+AUTOGRADED_POINTS = {"karate_gnn": 15, "autoencoders": 14}
+
+
+def variants(kind: str) -> list:
+    """(slug, variant) for every WRONG or CORRECT variant of every batched assignment."""
+    return [(slug, v) for slug in AUTOGRADED_POINTS for v in getattr(importlib.import_module(f"{slug}_variants"), kind)]
+
+
+@pytest.mark.parametrize("slug", AUTOGRADED_POINTS)
+def test_committed_student_notebook_matches_a_fresh_build(layout, assignment_batch, slug):
+    differences = list(_tree_differences(assignment_batch(slug).notebooks / slug, layout.student_dir(slug)))
+    assert differences == [], "notebooks/ is stale: run `course build` and commit"
+
+
+@pytest.mark.parametrize("slug", AUTOGRADED_POINTS)
+def test_every_submission_gets_its_row_and_status(assignment_batch, slug):
+    batch = assignment_batch(slug)
+    for name, statuses in batch.expected.items():
+        assert batch.rows[name]["status"] in statuses, (name, batch.rows[name]["status"], batch.rows[name]["message"])
+
+
+@pytest.mark.parametrize("slug", AUTOGRADED_POINTS)
+def test_reference_and_exported_student_notebook_score_full_marks(assignment_batch, slug):
+    rows = assignment_batch(slug).rows
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "exports/without_latex.zip"):
+        row = rows[name]
+        assert row["possible"] == AUTOGRADED_POINTS[slug] and row["total"] == row["possible"], failures(row, hidden=True)
+        assert not failures(row, hidden=False), failures(row, hidden=False)
+
+
+@pytest.mark.parametrize("slug", AUTOGRADED_POINTS)
+def test_blank_notebook_scores_zero(assignment_batch, slug):
+    row = assignment_batch(slug).rows["samples/blank.ipynb"]
+    assert row["total"] == 0 and row["possible"] == AUTOGRADED_POINTS[slug]
+
+
+@pytest.mark.parametrize("slug, variant", variants("WRONG"), ids=lambda v: v if isinstance(v, str) else v["name"])
+def test_known_wrong_implementation_loses_points_and_fails_its_public_check(assignment_batch, slug, variant):
+    row = assignment_batch(slug).rows[f"variants/{variant_notebook(variant)}.ipynb"]
+    assert row["total"] < row["possible"]
+    assert not set(variant["must_lose"]) - failures(row, hidden=True), failures(row, hidden=True)
+    assert not set(variant["must_fail_public"]) - failures(row, hidden=False), failures(row, hidden=False)
+
+
+@pytest.mark.parametrize("slug, variant", variants("CORRECT"), ids=lambda v: v if isinstance(v, str) else v["name"])
+def test_alternative_correct_implementation_keeps_full_points(assignment_batch, slug, variant):
+    row = assignment_batch(slug).rows[f"variants/{variant_notebook(variant)}.ipynb"]
+    assert row["total"] == row["possible"], failures(row, hidden=True)
+    assert not failures(row, hidden=False), failures(row, hidden=False)

@@ -9,10 +9,12 @@ Pure data, no tests; the same contract as ``kernel_attention_variants``:
 An entry replaces one definition (``function`` and ``source``) or several (``edits``: a list of
 ``(function, source)`` pairs). A notebook takes about 20 s to grade, so some entries share one
 (``notebook``, set at the end): a bug in the model (Part 1) and one in the probe or PCA (Part 4)
-touch no common test, so neither can make the other's checks fail; every correct alternative goes
-into one notebook, which must keep full marks with all of them together. Sources may use what the notebook's setup cell imports (``torch``,
+touch no common test, so neither can make the other's checks fail; the correct alternatives are
+packed together (``pack_correct``) and must keep full marks together. Sources may use what the notebook's setup cell imports (``torch``,
 ``nn``, ``F``) and the other functions and classes the students write.
 """
+
+from notebook_edits import pack_correct, share_notebook
 
 _AUTOENCODER_METHODS = '''
     def encode(self, x):
@@ -375,15 +377,10 @@ def pca_components(X, k):
 ]
 
 
-def _share(notebook: str, *names: str) -> None:
-    for variant in WRONG + CORRECT:
-        if variant["name"] in names:
-            variant["notebook"] = notebook
-
 
 for _model_bug, _probe_bug in [("activation_on_the_code", "probe_uses_every_label"),
                                ("decoder_not_mirrored", "probe_trains_the_encoder"),
                                ("always_relu", "pca_without_centring"),
                                ("loss_summed_over_features", "pca_smallest_eigenvalues")]:
-    _share(f"{_model_bug}+{_probe_bug}", _model_bug, _probe_bug)
-_share("every_correct_alternative", *(v["name"] for v in CORRECT))
+    share_notebook(WRONG, f"{_model_bug}+{_probe_bug}", _model_bug, _probe_bug)
+pack_correct(CORRECT)

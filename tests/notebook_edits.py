@@ -29,3 +29,29 @@ def replace_function(nb, name: str, source: str):
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
     cell.source = "\n".join(lines[:start] + textwrap.dedent(source).strip("\n").splitlines() + lines[node.end_lineno:])
     return nb
+
+
+def edited_functions(variant: dict) -> list[str]:
+    """The names a variant replaces: its ``function``, or every name in its ``edits``."""
+    return [name for name, _ in variant["edits"]] if "edits" in variant else [variant["function"]]
+
+
+def share_notebook(variants: list, notebook: str, *names: str) -> None:
+    """Grade the named variants in one notebook. Only for bugs that cannot hide each other: no
+    variant may break a test that another one in the notebook must fail."""
+    for variant in variants:
+        if variant["name"] in names:
+            variant["notebook"] = notebook
+
+
+def pack_correct(variants: list, prefix: str = "correct_alternatives") -> None:
+    """Put correct alternatives together, as few notebooks as possible, never two replacements of
+    one function in the same notebook (together they must still keep full marks)."""
+    notebooks: list[set] = []  # the functions each notebook already replaces
+    for variant in variants:
+        names = set(edited_functions(variant))
+        index = next((i for i, used in enumerate(notebooks) if not used & names), len(notebooks))
+        if index == len(notebooks):
+            notebooks.append(set())
+        notebooks[index] |= names
+        variant["notebook"] = f"{prefix}_{index + 1}"

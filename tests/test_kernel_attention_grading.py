@@ -16,7 +16,7 @@ from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
 from autograder.grade import Grader, run_worker
 
-from conftest import SLUG, REPO, LIMITS
+from conftest import SLUG, REPO, LIMITS, variant_notebook
 from kernel_attention_variants import CORRECT, WRONG
 from student_run import latex_or_skip, printed
 
@@ -125,7 +125,7 @@ def test_partial_submission_keeps_the_points_of_its_finished_parts(graded):
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v["name"])
 def test_known_wrong_implementation_loses_points(graded, variant):
-    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    row = graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
     assert row["total"] < row["possible"]
     missed = set(variant["must_lose"]) - hidden_failures(row)
     assert not missed, f"{variant['name']} still passes {sorted(missed)}"
@@ -134,14 +134,14 @@ def test_known_wrong_implementation_loses_points(graded, variant):
 @pytest.mark.parametrize("variant", [v for v in WRONG if v.get("must_fail_public")], ids=lambda v: v["name"])
 def test_known_wrong_implementation_fails_its_public_check_first(graded, variant):
     """A failing hidden test is never the student's first sign of the bug: a public check shows it."""
-    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    row = graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
     missed = set(variant["must_fail_public"]) - public_failures(row)
     assert not missed, f"{variant['name']} passes the public checks {sorted(missed)}"
 
 
 @pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v["name"])
 def test_alternative_correct_implementation_keeps_full_points(graded, variant):
-    row = graded[0][f"variants/{variant['name']}.ipynb"]
+    row = graded[0][f"variants/{variant_notebook(variant)}.ipynb"]
     assert row["total"] == row["possible"], f"{variant['name']} fails {sorted(hidden_failures(row))}"
     assert not public_failures(row), f"{variant['name']} fails the public checks {sorted(public_failures(row))}"
 

@@ -50,7 +50,7 @@ def test_attack_gets_its_row_reaches_nothing_and_scores_no_points(graded, attack
 
 def test_honest_submissions_in_the_same_batch_are_unaffected(graded):
     rows = graded[0]
-    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "variants/kernel_attention_einsum.ipynb"):
+    for name in ("samples/complete.ipynb", "samples/complete_export.zip", "variants/correct_alternatives_1.ipynb"):
         assert rows[name]["status"] == "ok" and rows[name]["total"] == rows[name]["possible"], rows[name]
 
 

@@ -122,9 +122,8 @@ def _smollm2_fp32() -> Path:
     # The weights are plain float32 tensors now; without these the saved copy would claim to be
     # quantized and fail to reload.
     model.hf_quantizer = None
-    for attribute in ("quantization_config",):
-        if hasattr(model.config, attribute):
-            delattr(model.config, attribute)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial)

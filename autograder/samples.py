@@ -26,6 +26,9 @@ EXPECTED_STATUS = {
     "corrupted.ipynb": ("invalid",),
     "no_notebook.zip": ("invalid",),
 }
+#: the samples that test the grader rather than an assignment (partial credit, zips, limits): one
+#: assignment's are enough
+GRADER_SAMPLES = ("complete_export.zip", "partial.ipynb", "raising.ipynb", "looping.ipynb", "memory_hog.ipynb")
 
 
 def answer_cells(solution, student) -> dict[int, int]:
@@ -47,10 +50,12 @@ def _with_cell(nb, index: int, source: str):
     return nb
 
 
-def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path | None = None) -> dict[str, tuple]:
+def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path | None = None,
+                  grader_samples: bool = True) -> dict[str, tuple]:
     """Write the samples for ``slug`` into ``folder``; returns file name -> expected statuses.
 
-    ``notebooks_dir`` is where the built student notebooks are (default: ``notebooks/``).
+    ``notebooks_dir`` is where the built student notebooks are (default: ``notebooks/``);
+    ``grader_samples=False`` leaves out ``GRADER_SAMPLES``.
     """
     solution = nbformat.read(layout.solution_notebook(slug), as_version=4)
     student_path = (notebooks_dir or layout.notebooks) / slug / f"{slug}.ipynb"
@@ -69,11 +74,17 @@ def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path |
 
     complete = answered(todo)  # what a student who solved every code question hands in
     nbformat.write(complete, folder / "complete.ipynb")
+    nbformat.write(student, folder / "blank.ipynb")
+    text = nbformat.writes(complete)
+    (folder / "corrupted.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
+    with zipfile.ZipFile(folder / "no_notebook.zip", "w") as zf:
+        zf.writestr("answers.txt", "I could not get the notebook to save.")
+    if not grader_samples:
+        return {name: status for name, status in EXPECTED_STATUS.items() if name not in GRADER_SAMPLES}
+
     with zipfile.ZipFile(folder / "complete_export.zip", "w") as zf:
         zf.writestr(name, nbformat.writes(complete))
-    nbformat.write(student, folder / "blank.ipynb")
     nbformat.write(answered(todo[: len(todo) // 2]), folder / "partial.ipynb")
-
     raising = copy.deepcopy(complete)
     first = raising.cells[answers[todo[0]]]
     first.source = 'raise RuntimeError("I will finish this part later")\n' + first.source
@@ -83,8 +94,4 @@ def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path |
                    folder / "looping.ipynb")
     nbformat.write(_with_cell(complete, answers[todo[0]], "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over the demo limit"),
                    folder / "memory_hog.ipynb")
-    text = nbformat.writes(complete)
-    (folder / "corrupted.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
-    with zipfile.ZipFile(folder / "no_notebook.zip", "w") as zf:
-        zf.writestr("answers.txt", "I could not get the notebook to save.")
     return dict(EXPECTED_STATUS)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.golden import GOLDEN_FILENAME, judge
+from helpers.models import CACHE_ENV, model_cache_dir
 from helpers.runtime import FAST_ENV
 
 from .otter_io import read_tests
@@ -27,6 +28,7 @@ from .sandbox import WORKDIR, Sandbox, SandboxLimits, SandboxRun
 from .worker import MEMORY_MARKERS
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
+MODEL_CACHE = "/grading/models"  # where the host's converted models appear, read-only
 #: Module names that are replaced inside the sandbox by a stub that refuses to import.
 #: rfc3987_syntax builds a parser grammar at import (1.3 s, in the runner and again in the kernel)
 #: for a URI format check that validating a notebook never uses; jsonschema skips it when absent.
@@ -139,10 +141,12 @@ def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, w
             return request  # the tests go in only now
         return None
 
-    run = sandbox.run([sys.executable, "/grading/lib/course_runner.py"],
-                      binds=[(lib, "/grading/lib"), (autograder.assets, "/grading/assets"),
-                             (submission, "/grading/submission")],
-                      env=sandbox_environment(Path(sys.executable).parent, threads), slot=slot,
+    binds = [(lib, "/grading/lib"), (autograder.assets, "/grading/assets"), (submission, "/grading/submission")]
+    env = sandbox_environment(Path(sys.executable).parent, threads)
+    if model_cache_dir().is_dir():  # converted models, read-only (helpers.models converts elsewhere if it must)
+        binds.append((model_cache_dir(), MODEL_CACHE))
+        env[CACHE_ENV] = MODEL_CACHE
+    run = sandbox.run([sys.executable, "/grading/lib/course_runner.py"], binds=binds, env=env, slot=slot,
                       limits=limits, on_message=on_message)
     return verdict(run, autograder, limits)
 

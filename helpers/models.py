@@ -19,9 +19,11 @@ set, otherwise ``~/.cache/dl-course``. SmolLM2 is dequantized from GGUF to float
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -34,6 +36,7 @@ __all__ = [
     "bundled_model_path",
     "load_bert",
     "load_gpt",
+    "prepare_bundled_gpt",
 ]
 
 BUNDLED_BERT = "minilm"
@@ -83,13 +86,14 @@ def load_bert(name: str = BUNDLED_BERT, *, pretrained: bool = True, seed: int = 
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     source = bundled_model_path(BUNDLED_BERT) if name == BUNDLED_BERT else name
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    if pretrained:
-        model = AutoModel.from_pretrained(source, attn_implementation="eager", output_attentions=True)
-    else:
-        config = AutoConfig.from_pretrained(source, attn_implementation="eager", output_attentions=True)
-        torch.manual_seed(seed)
-        model = AutoModel.from_config(config)
+    with _quiet():
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        if pretrained:
+            model = AutoModel.from_pretrained(source, attn_implementation="eager", output_attentions=True)
+        else:
+            config = AutoConfig.from_pretrained(source, attn_implementation="eager", output_attentions=True)
+            torch.manual_seed(seed)
+            model = AutoModel.from_config(config)
     return model.eval(), tokenizer
 
 
@@ -102,32 +106,75 @@ def load_gpt(name: str = BUNDLED_GPT):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = _smollm2_fp32() if name == BUNDLED_GPT else name
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", output_attentions=True,
-                                                 dtype=torch.float32)
+    with _quiet():
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", dtype=torch.float32)
+    model.config.output_attentions = True  # as a loading option it would also land in the generation config
     return model.eval(), tokenizer
 
 
+def prepare_bundled_gpt() -> Path:
+    """Convert the bundled SmolLM2 into the cache now, unless it is there already; its folder,
+    readable by every user (the grading sandboxes run as other users)."""
+    folder = _smollm2_fp32()
+    _readable_by_all(folder)
+    return folder
+
+
+def _readable_by_all(folder: Path) -> None:
+    # safetensors writes its file 0600: fine for one user, unreadable for a grading sandbox's uid
+    for path in folder.iterdir():
+        if path.is_file() and path.stat().st_mode & 0o044 != 0o044 and path.owner() == Path.home().owner():
+            path.chmod(0o644)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """No progress bars or advice from transformers while loading: the notebook says what loads."""
+    from transformers.utils import logging
+
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
 def _smollm2_fp32() -> Path:
-    """The float32 copy of the bundled SmolLM2 in the cache, made on first use."""
+    """The float32 copy of the bundled SmolLM2 in the cache, made on first use. Where the cache
+    cannot be written (a read-only grading sandbox), the copy goes to a temporary folder instead."""
     target = model_cache_dir() / _SMOLLM2_FP32
     if (target / "config.json").exists() and (target / "model.safetensors").exists():
         return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe = target.parent / f".writable-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError:
+        target = Path(tempfile.mkdtemp(prefix="dl-course-models-")) / _SMOLLM2_FP32
+        print(f"{model_cache_dir()} cannot be written: converting into {target.parent} for this run only.")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = bundled_model_path(BUNDLED_GPT)
     print(f"Converting the bundled SmolLM2 from 4-bit GGUF to float32 (once; cached in {target}) ...", flush=True)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The weights are plain float32 tensors now; without these the saved copy would claim to be
-    # quantized and fail to reload.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
+    with _quiet():
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights are plain float32 tensors now; without these the saved copy would claim to be
+        # quantized and fail to reload.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+    _readable_by_all(partial)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)  # complete or absent: an interrupted conversion leaves no half cache
     return target

@@ -7,14 +7,12 @@ Pure data, no tests; the same contract as ``kernel_attention_variants``:
 * every ``CORRECT`` entry must pass every hidden test and every public check.
 
 An entry replaces one definition (``function`` and ``source``) or several (``edits``: a list of
-``(function, source)`` pairs). A notebook takes about 20 s to grade, so some entries share one
-(``notebook``, set at the end): a bug in the model (Part 1) and one in the probe or PCA (Part 4)
-touch no common test, so neither can make the other's checks fail; the correct alternatives are
-packed together (``pack_correct``) and must keep full marks together. Sources may use what the notebook's setup cell imports (``torch``,
-``nn``, ``F``) and the other functions and classes the students write.
+``(function, source)`` pairs). Variants share graded notebooks where their bugs cannot hide each
+other's (``pack_wrong``, ``pack_correct``, at the end). Sources may use what the notebook's setup
+cell imports (``torch``, ``nn``, ``F``) and the other functions and classes the students write.
 """
 
-from notebook_edits import pack_correct, share_notebook
+from notebook_edits import master, pack_correct, pack_wrong
 
 _AUTOENCODER_METHODS = '''
     def encode(self, x):
@@ -377,10 +375,7 @@ def pca_components(X, k):
 ]
 
 
-
-for _model_bug, _probe_bug in [("activation_on_the_code", "probe_uses_every_label"),
-                               ("decoder_not_mirrored", "probe_trains_the_encoder"),
-                               ("always_relu", "pca_without_centring"),
-                               ("loss_summed_over_features", "pca_smallest_eigenvalues")]:
-    share_notebook(WRONG, f"{_model_bug}+{_probe_bug}", _model_bug, _probe_bug)
+# A notebook takes about 30 s to grade: known-wrong variants share notebooks where no test one must fail
+# reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
+pack_wrong(WRONG, master("autoencoders"))
 pack_correct(CORRECT)

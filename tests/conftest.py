@@ -30,6 +30,13 @@ from autograder.samples import write_samples  # noqa: E402
 SLUG = "kernel_attention"
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout=60, memory_mb=3072)
+# kernel_attention's batch (its notebook grades in under 20 s) holds the samples and attacks that
+# must run into the time limit: a shorter one there saves a minute
+GRADER_BATCH_LIMITS = Limits(timeout=40, memory_mb=3072)
+# Assignments that need more than LIMITS: the attention notebook holds both pretrained models and
+# its tests load their own copies (the limit caps each process's address space, which a model's
+# mapped weights count in twice while loading); 4096 MB is `course grade`'s default.
+BATCH_LIMITS = {"visualizing_attention": Limits(timeout=60, memory_mb=4096)}
 
 
 @pytest.fixture(scope="session")
@@ -91,13 +98,15 @@ def variant_notebook(variant: dict) -> str:
     return variant.get("notebook", variant["name"])
 
 
-def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds) -> dict:
+def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds, grader_samples=False) -> dict:
     """Samples, known-wrong and known-correct variants and the students' real exports of one
-    assignment under ``folder``; returns {file: expected statuses}."""
+    assignment under ``folder``; returns {file: expected statuses}. ``grader_samples``: with the
+    samples that test the grader rather than the assignment (partial credit, a zip, a loop, a
+    memory hog, a raise); one batch holds them."""
     from notebook_edits import replace_function
     from student_run import run_as_student
 
-    samples = write_samples(layout, slug, folder / "samples", notebooks_dir=notebooks_dir)
+    samples = write_samples(layout, slug, folder / "samples", notebooks_dir=notebooks_dir, grader_samples=grader_samples)
     expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
     complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     (folder / "variants").mkdir()
@@ -129,7 +138,7 @@ def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
     results = tmp_path_factory.mktemp("results")
     kinds = ("with_pdf", "without_latex") if latex_available() else ("without_latex",)
-    expected = write_batch(layout, SLUG, fresh_notebooks, folder, WRONG + CORRECT, kinds)
+    expected = write_batch(layout, SLUG, fresh_notebooks, folder, WRONG + CORRECT, kinds, grader_samples=True)
     complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
     # What a student might try against the grader.
@@ -158,7 +167,7 @@ def graded(layout, submissions):
     """{file: row} of the one sealed grading run, and its results folder."""
     folder, _, paths = submissions
     out = paths["results"]
-    rows = Grader(layout, folder, out, LIMITS, jobs=2).run(log=lambda *a: None)
+    rows = Grader(layout, folder, out, GRADER_BATCH_LIMITS, jobs=2).run(log=lambda *a: None)
     paths["digest_after_grading"] = tree_digest(folder)
     return {row["file"]: row for row in rows}, out
 
@@ -193,7 +202,8 @@ def assignment_batch(layout, tmp_path_factory):
             build(layout, slug, notebooks_dir=notebooks, log=lambda *args: None)
             folder = tmp_path_factory.mktemp(f"{slug}_submissions")
             expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, ("without_latex",))
-            rows = Grader(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), LIMITS, jobs=2).run(log=lambda *a: None)
+            limits = BATCH_LIMITS.get(slug, LIMITS)
+            rows = Grader(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), limits, jobs=2).run(log=lambda *a: None)
             batches[slug] = Batch({row["file"]: row for row in rows}, expected, folder, notebooks)
         return batches[slug]
 

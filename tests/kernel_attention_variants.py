@@ -13,7 +13,7 @@ The sources may use what the notebook's setup cell imports (``math``, ``torch``,
 other functions the students write (``kernel_attention``, ``random_fourier_features``, ...).
 """
 
-from notebook_edits import pack_correct
+from notebook_edits import master, pack_correct, pack_wrong
 
 WRONG = [
     # ------------------------------------------------------------------ softmax_attention
@@ -499,4 +499,8 @@ def performer_attention(Q, K, V, num_features, seed):
     },
 ]
 
-pack_correct(CORRECT)  # fewer notebooks to grade; together they must still keep full marks
+
+# A notebook takes about 15 s to grade: known-wrong variants share notebooks where no test one must fail
+# reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
+pack_wrong(WRONG, master("kernel_attention"))
+pack_correct(CORRECT)

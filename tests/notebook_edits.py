@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import ast
 import copy
+import symtable
 import textwrap
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def master(slug: str):
+    """The master notebook of ``slug``: its reference solution and every test."""
+    return nbformat.read(REPO / "solutions" / slug / f"{slug}.ipynb", as_version=4)
 
 
 def replace_function(nb, name: str, source: str):
@@ -33,15 +44,84 @@ def replace_function(nb, name: str, source: str):
 
 def edited_functions(variant: dict) -> list[str]:
     """The names a variant replaces: its ``function``, or every name in its ``edits``."""
-    return [name for name, _ in variant["edits"]] if "edits" in variant else [variant["function"]]
+    return [name for name, _ in _edits(variant)]
 
 
-def share_notebook(variants: list, notebook: str, *names: str) -> None:
-    """Grade the named variants in one notebook. Only for bugs that cannot hide each other: no
-    variant may break a test that another one in the notebook must fail."""
+def definitions(sources) -> dict[str, set[str]]:
+    """Top-level name -> the global names its definitions use, over the code that parses: a
+    function's or a class's free names (``symtable`` tells a test's own ``model`` from the global
+    one), or the names in a statement that assigns a global (a test may read a result a cell made)."""
+    uses: dict[str, set[str]] = {}
+    for source in sources:
+        source = textwrap.dedent(source)
+        try:
+            tree = ast.parse(source)
+            scopes = {table.get_name(): table for table in symtable.symtable(source, "<cell>", "exec").get_children()}
+        except SyntaxError:  # cells with IPython magics define nothing a test reaches
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined = {node.name}
+                # decorators, base classes and defaults run at top level, the body in its own scope
+                outer = node.decorator_list + getattr(node, "bases", []) + (node.args.defaults if hasattr(node, "args") else [])
+                names = _global_names(scopes[node.name]) | {n.id for e in outer for n in ast.walk(e) if isinstance(n, ast.Name)}
+                if node.name.startswith("test_"):  # otter passes a test the globals its parameters name
+                    names |= {arg.arg for arg in node.args.args}
+            else:
+                defined = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            for name in defined:
+                uses.setdefault(name, set()).update(names - {name})
+    return uses
+
+
+def _global_names(table: symtable.SymbolTable) -> set[str]:
+    names = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global()}
+    for child in table.get_children():
+        names |= _global_names(child)
+    return names
+
+
+def reached(names, uses: dict[str, set[str]]) -> set[str]:
+    """Every top-level name that ``names`` use, directly or through other definitions."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += uses.get(name, ())
+    return seen
+
+
+def pack_wrong(variants: list, master, size: int = 4, prefix: str = "wrong") -> None:
+    """Grade known-wrong variants in shared notebooks, at most ``size`` to one, where their bugs
+    cannot hide each other's: no test a variant must fail (``must_lose``, ``must_fail_public``)
+    reaches a definition another variant of its notebook replaces, through the master's code or
+    the variants' own sources. Static: a test that finds functions by ``globals()`` would escape."""
+    sources = [cell.source for cell in master.cells if cell.cell_type == "code"]
+    tests = {name for name in definitions(sources) if name.startswith("test_")}
+    groups: list[list[dict]] = []
     for variant in variants:
-        if variant["name"] in names:
-            variant["notebook"] = notebook
+        must = set(variant["must_lose"]) | set(variant.get("must_fail_public", ()))
+        if must - tests:
+            raise ValueError(f"{variant['name']}: no test named {sorted(must - tests)} in the master")
+        for group in groups:
+            members = group + [variant]
+            uses = definitions(sources + [src for v in members for _, src in _edits(v)])
+            if len(group) < size and all(
+                    not set(edited_functions(a)) & reached(set(b["must_lose"]) | set(b.get("must_fail_public", ())), uses)
+                    for a in members for b in members if a is not b):
+                group.append(variant)
+                break
+        else:
+            groups.append([variant])
+    for index, group in enumerate(g for g in groups if len(g) > 1):
+        for variant in group:
+            variant["notebook"] = f"{prefix}_{index + 1}"
+
+
+def _edits(variant: dict) -> list[tuple[str, str]]:
+    return variant["edits"] if "edits" in variant else [(variant["function"], variant["source"])]
 
 
 def pack_correct(variants: list, prefix: str = "correct_alternatives") -> None:

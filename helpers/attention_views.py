@@ -114,7 +114,19 @@ def bertviz_bert(model):
     config.output_attentions = True
     viewer = BertModel(config)
     viewer.load_state_dict(model.state_dict())  # the same parameter names: every weight is copied
+    viewer.register_forward_hook(_round_neuron_data)
     return viewer.eval()
+
+
+def _round_neuron_data(module, args, output):
+    """The attentions, queries and keys the neuron view stores as JSON, to 3 decimals (see
+    ``_rounded``): the page of one neuron view shrinks from about 6 MB to about 2 MB."""
+    import torch
+
+    for layer in output[-1]:
+        for name in ("attn", "queries", "keys"):
+            layer[name] = torch.round(layer[name].detach().double(), decimals=3)
+    return output
 
 
 def neuron_view(viewer, tokenizer, sentence_a, sentence_b=None, layer=0, head=0, **options):

@@ -94,7 +94,7 @@ def test_neuron_view_model_is_minilm_with_the_same_attentions():
         ours = model(**inputs).attentions
     assert len(theirs) == len(ours) == 6
     for layer in range(6):
-        assert torch.allclose(theirs[layer]["attn"], ours[layer], atol=1e-5)
+        assert torch.allclose(theirs[layer]["attn"], ours[layer].double(), atol=6e-4)  # rounded to 3 decimals for the page
         assert theirs[layer]["queries"].shape == (1, 12, inputs["input_ids"].shape[1], 32)
 
 

@@ -157,7 +157,10 @@ class Grader:
                 folder = self._workspace / f"autograder{len(self._autograders)}"
                 self._autograders[zip_path] = Autograder.load(zip_path, folder)
                 if any("load_gpt(" in source["source"] for source in self._autograders[zip_path].sources):
-                    prepare_bundled_gpt()  # converted once here: the sandboxes see the cache read-only
+                    try:  # converted once here: the sandboxes see the cache read-only
+                        prepare_bundled_gpt()
+                    except FileNotFoundError as err:  # the model package is missing: say so, not a traceback
+                        raise CourseError(f"{zip_path.name}: its tests load the bundled GPT model: {err}") from None
             return self._autograders[zip_path]
 
     def grade_one(self, path: Path, row_path: Path) -> dict:

@@ -68,12 +68,12 @@ def offline_html(html: str) -> str:
     return _loader() + _SCRIPT.sub(wrap, _CDN_SCRIPT.sub("", html))
 
 
-def _rounded(attention):
-    """The weights to 3 decimals, in float64 (so that they print short): the page stores every
-    weight as JSON text, and float32 values print with 17 digits (a view would be 2.5x larger)."""
+def _rounded(values):
+    """``values`` to 3 decimals, in float64 (so that they print short): the page stores every
+    number as JSON text, and float32 values print with 17 digits (a view would be 2.5x larger)."""
     import torch
 
-    return tuple(torch.round(layer.detach().double(), decimals=3) for layer in attention)
+    return torch.round(values.detach().double(), decimals=3)
 
 
 def _show(html) -> None:
@@ -90,7 +90,7 @@ def head_view(attention, tokens, sentence_b_start=None, **options):
     """
     from bertviz import head_view as bertviz_head_view
 
-    return _show(bertviz_head_view(_rounded(attention), tokens, sentence_b_start, html_action="return", **options))
+    return _show(bertviz_head_view(tuple(map(_rounded, attention)), tokens, sentence_b_start, html_action="return", **options))
 
 
 def model_view(attention, tokens, sentence_b_start=None, **options):
@@ -98,7 +98,7 @@ def model_view(attention, tokens, sentence_b_start=None, **options):
     ``include_layers=[...]`` keeps the page small for deep models."""
     from bertviz import model_view as bertviz_model_view
 
-    return _show(bertviz_model_view(_rounded(attention), tokens, sentence_b_start, html_action="return", **options))
+    return _show(bertviz_model_view(tuple(map(_rounded, attention)), tokens, sentence_b_start, html_action="return", **options))
 
 
 def bertviz_bert(model):
@@ -121,11 +121,9 @@ def bertviz_bert(model):
 def _round_neuron_data(module, args, output):
     """The attentions, queries and keys the neuron view stores as JSON, to 3 decimals (see
     ``_rounded``): the page of one neuron view shrinks from about 6 MB to about 2 MB."""
-    import torch
-
     for layer in output[-1]:
         for name in ("attn", "queries", "keys"):
-            layer[name] = torch.round(layer[name].detach().double(), decimals=3)
+            layer[name] = _rounded(layer[name])
     return output
 
 

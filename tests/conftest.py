@@ -30,13 +30,14 @@ from autograder.samples import write_samples  # noqa: E402
 SLUG = "kernel_attention"
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout=60, memory_mb=3072)
-# kernel_attention's batch (its notebook grades in under 20 s) holds the samples and attacks that
-# must run into the time limit: a shorter one there saves a minute
-GRADER_BATCH_LIMITS = Limits(timeout=40, memory_mb=3072)
-# Assignments that need more than LIMITS: the attention notebook holds both pretrained models and
-# its tests load their own copies (the limit caps each process's address space, which a model's
-# mapped weights count in twice while loading); 4096 MB is `course grade`'s default.
-BATCH_LIMITS = {"visualizing_attention": Limits(timeout=60, memory_mb=4096)}
+BATCH_LIMITS = {  # the batches that need other limits than LIMITS
+    # its notebook grades in under 20 s, and its batch holds the samples and attacks that must run
+    # into the time limit: a shorter one saves a minute
+    "kernel_attention": Limits(timeout=40, memory_mb=3072),
+    # the notebook holds both pretrained models and its tests load their own copies (the limit caps
+    # each process's address space, where mapped weights count while loading); `course grade`'s default
+    "visualizing_attention": Limits(timeout=60, memory_mb=4096),
+}
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +168,7 @@ def graded(layout, submissions):
     """{file: row} of the one sealed grading run, and its results folder."""
     folder, _, paths = submissions
     out = paths["results"]
-    rows = Grader(layout, folder, out, GRADER_BATCH_LIMITS, jobs=2).run(log=lambda *a: None)
+    rows = Grader(layout, folder, out, BATCH_LIMITS[SLUG], jobs=2).run(log=lambda *a: None)
     paths["digest_after_grading"] = tree_digest(folder)
     return {row["file"]: row for row in rows}, out
 

@@ -15,8 +15,11 @@ user namespace as that user.
 Limits: wall time; memory summed over every process of the sandbox (watched here, and each
 process also capped by RLIMIT_AS); number of processes (RLIMIT_NPROC, and watched here); bytes
 written to stdout/stderr (the rest is drained and dropped); the size of /work and /tmp. On any
-limit, or when the grader itself dies (``--die-with-parent``), bwrap is killed and with it the
-whole PID namespace: no process survives, and the in-memory folders vanish with it.
+limit bwrap is killed, and with it the whole PID namespace: no process survives, and the
+in-memory folders vanish with it. When the grader itself dies, two things end the sandbox: bwrap's
+``--die-with-parent``, and a watcher inside that waits on a pipe only the grader can write to and
+kills every process of the sandbox when it closes. The watcher covers the moment
+``--die-with-parent`` cannot: a grader killed while bwrap is still starting.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ POLL_SECONDS = 0.1
 THREADS_PER_PROCESS = 8
 #: Environment variable that tells the runner which file descriptor carries its messages out.
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
+#: Environment variable naming the read end of the lifeline pipe (see ``LIFELINE``).
+LIFELINE_ENV = "COURSE_LIFELINE_FD"
+#: Runs first in every sandbox: a background shell blocks on the lifeline, which reaches end of
+#: file only once the grader's write end is closed (the run ended, or the grader died), then kills
+#: every process of the sandbox but the reaper, which then exits; the command itself is exec'd.
+#: bash, not sh: it reads a descriptor numbered above 9, and reopening /proc/self/fd/N would need
+#: the grader's uid.
+LIFELINE = f'( read -r -u "${LIFELINE_ENV}" _; kill -s KILL -- -1 2>/dev/null ) & exec "$@"'
 #: The submission's writable working folder inside the sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
 
@@ -191,13 +202,16 @@ class Sandbox:
         """
         result = SandboxRun()
         channel_r, channel_w = os.pipe()
-        command = self.command(argv, binds, {**env, CHANNEL_ENV: str(channel_w)}, slot, limits)
+        lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
+        command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds,
+                               {**env, CHANNEL_ENV: str(channel_w), LIFELINE_ENV: str(lifeline_r)}, slot, limits)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    pass_fds=(channel_w,), start_new_session=True)
+                                    pass_fds=(channel_w, lifeline_r), start_new_session=True)
         finally:
             os.close(channel_w)
+            os.close(lifeline_r)
         output = _Drain(proc.stdout, limits.output_bytes)
         channel = _Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
         try:
@@ -217,12 +231,13 @@ class Sandbox:
                 if memory > limits.memory_mb:
                     result.killed_for = "memory"
                     break
-                if len(members) > limits.processes + 2:  # + bwrap and its reaper
+                if len(members) > limits.processes + 3:  # + bwrap, its reaper and the lifeline watcher
                     result.killed_for = "processes"
                     break
                 time.sleep(POLL_SECONDS)
         finally:
             _kill_tree(proc)
+            os.close(lifeline_w)
         output.join()
         channel.join()
         for message in channel.take():

@@ -1,11 +1,65 @@
-"""Making the submission zip from inside a notebook."""
+"""Making the submission zip from inside a notebook.
+
+The zip holds the notebook *file*, as last saved, not what the browser shows. A student who runs
+Kernel -> Restart & Run All reaches the export cell before saving, so a bare export would upload
+the previous save: no outputs, no plots for the TA. ``export_submission`` therefore compares the
+saved file with this kernel's own history and refuses, saying what to do, until they agree.
+"""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-__all__ = ["export_submission", "latex_available"]
+import nbformat
+
+__all__ = ["export_submission", "latex_available", "NotebookNotSaved", "unsaved_run"]
+
+#: What to do, in the words of the notebook's Submit section.
+SAVE_AND_RERUN = "Save the notebook now (File -> Save Notebook, or Ctrl+S / Cmd+S), then run this cell again."
+
+
+class NotebookNotSaved(RuntimeError):
+    """The notebook file on disk does not show this kernel's run, so its zip would be stale."""
+
+
+def _this_kernel():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
+    """Why the saved ``nb_path`` does not show the run of this kernel, or None when it does.
+
+    Every non-empty code cell of the saved file (but the export cell) must carry an execution
+    count whose input, in this kernel's history, is that cell's code: a cell never run, run in an
+    earlier kernel, or edited after it ran fails the comparison. Outside IPython there is no
+    history to compare with, and nothing is said.
+    """
+    shell = shell or _this_kernel()
+    if shell is None:
+        return None
+    history = shell.user_ns.get("_ih") or []
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [(n, cell) for n, cell in enumerate(nb.cells, 1) if cell.cell_type == "code" and cell.source.strip()
+            and "export_submission(" not in cell.source]
+    never = [n for n, cell in code if cell.get("execution_count") is None]
+    if len(never) == len(code) and code:
+        return (f"{Path(nb_path).name} was saved without outputs: none of its code cells has run in the saved "
+                f"file. {SAVE_AND_RERUN}")
+    for n, cell in code:
+        count = cell.get("execution_count")
+        if count is None:
+            return f"cell {n} of the saved {Path(nb_path).name} has not run (no output). {SAVE_AND_RERUN}"
+        ran = history[count] if 0 < count < len(history) else None
+        if ran is None or ran.strip() != shell.transform_cell(cell.source).strip():
+            first_line = cell.source.strip().splitlines()[0][:60]
+            return (f"the saved {Path(nb_path).name} shows outputs from an earlier run, or code changed after it "
+                    f"ran (cell {n}, starting {first_line!r}). {SAVE_AND_RERUN}")
+    return None
 
 
 def latex_available() -> bool:
@@ -13,11 +67,13 @@ def latex_available() -> bool:
     return bool(shutil.which("xelatex") and shutil.which("pandoc"))
 
 
-def export_submission(grader, notebook: str | None = None) -> Path:
+def export_submission(grader, notebook: str | None = None) -> Path | None:
     """Save the submission zip next to the notebook, with a PDF inside when LaTeX is present.
 
-    Unlike a bare ``grader.export()``, this never leaves a broken zip behind when the PDF
-    cannot be made: it falls back to a zip without the PDF and says so.
+    Unlike a bare ``grader.export()``, it refuses a saved file that does not show this kernel's
+    run (see :func:`unsaved_run`), and it never leaves a broken zip behind when the PDF cannot be
+    made: it falls back to a zip without the PDF and says so. In otter's grading mode it does
+    nothing, as ``grader.export`` does.
 
     Parameters
     ----------
@@ -30,10 +86,20 @@ def export_submission(grader, notebook: str | None = None) -> Path:
     -------
     pathlib.Path
         The zip to upload.
+
+    Raises
+    ------
+    NotebookNotSaved
+        The file on disk would upload stale or missing outputs; the message says what to do.
     """
+    if getattr(type(grader), "_grading_mode", False):
+        return None
     nb_path = notebook or getattr(grader, "_notebook", None)
     if not nb_path:
         raise ValueError("pass notebook='<name>.ipynb': the grader does not know its notebook")
+    problem = unsaved_run(nb_path)
+    if problem:
+        raise NotebookNotSaved(problem)
     zip_path = Path(nb_path).with_name(Path(nb_path).stem + "_submission.zip")
     pdf = latex_available()
     if not pdf:

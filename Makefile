@@ -37,6 +37,7 @@ bench: install
 	$(BIN)/python benchmarks/karate_gnn.py
 	$(BIN)/python benchmarks/autoencoders.py
 	$(BIN)/python benchmarks/visualizing_attention.py
+	$(BIN)/python benchmarks/summarization.py
 
 clean:
 	rm -rf out

@@ -16,6 +16,7 @@ students' to write.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -538,3 +539,286 @@ def load_news_dataset(name: str = "xsum", split: str = "train", *, data_files: s
         table = table.select(range(min(limit, len(table))))
     return [Article(str(row.get("id", i)), row[doc_field], row[sum_field], name)
             for i, row in enumerate(table)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Training and evaluation harnesses (they take the student's model, loss and decoder)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class History:
+    """The training loss of every step, the validation loss before training and after each epoch
+    as (step, loss) pairs, the number of steps and the seconds taken."""
+
+    train: list
+    val: list
+    steps: int = 0
+    seconds: float = 0.0
+
+
+def mean_loss(model, articles: Sequence[Article], vocab: Vocabulary, loss_fn, batch_size: int = 200) -> float:
+    """The model's mean ``loss_fn(logits, targets, pad_id)`` over the batches of ``articles`` (eval mode)."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        losses = [float(loss_fn(model(b.src, b.tgt_in), b.targets, vocab.pad_id))
+                  for b in batches(articles, vocab, batch_size)]
+    model.train(was_training)
+    return sum(losses) / len(losses)
+
+
+def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epochs: int, batch_size: int = 64,
+                     lr: float = 1e-3, max_steps: int | None = None, seed: int = 0) -> History:
+    """Train with AdamW (gradients clipped to norm 1): ``epochs`` passes over the shuffled
+    training split, or ``max_steps`` batches in all if that comes first. The validation loss is
+    measured before training and after each epoch (and at the last step)."""
+    import time
+
+    from .progress import progress
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    per_epoch = -(-len(corpus.train) // batch_size)
+    total = epochs * per_epoch if max_steps is None else min(max_steps, epochs * per_epoch)
+    history, started = History([], [(0, mean_loss(model, corpus.val, vocab, loss_fn))]), time.perf_counter()
+
+    def stream():  # (epoch, batch) pairs, a new shuffle each epoch
+        for index in range(epochs):
+            for batch in batches(corpus.train, vocab, batch_size, shuffle=True, seed=seed * 1000 + index):
+                yield index, batch
+
+    epoch_of_last = 0
+    model.train()
+    for step, (epoch, batch) in zip(progress(range(total), desc="training", total=total), stream()):
+        if epoch != epoch_of_last:  # an epoch ended
+            history.val.append((step, mean_loss(model, corpus.val, vocab, loss_fn)))
+            epoch_of_last = epoch
+        loss = loss_fn(model(batch.src, batch.tgt_in), batch.targets, vocab.pad_id)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        history.train.append(float(loss))
+    history.steps = len(history.train)
+    history.val.append((history.steps, mean_loss(model, corpus.val, vocab, loss_fn)))
+    model.eval()
+    history.seconds = time.perf_counter() - started
+    return history
+
+
+def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention",), ax=None):
+    """Training loss per step (and its running mean) and validation loss, one colour per history."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    for history, label, colour in zip(histories, labels, ["tab:blue", "tab:orange", "tab:green"]):
+        steps = range(1, len(history.train) + 1)
+        ax.plot(steps, history.train, "-", color=colour, alpha=0.25, lw=0.8)
+        window = max(1, len(history.train) // 30)
+        smooth = [sum(history.train[max(0, i - window + 1): i + 1]) / len(history.train[max(0, i - window + 1): i + 1])
+                  for i in range(len(history.train))]
+        ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean)")
+        ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy per summary token")
+    ax.set_title("Learning curves")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def summarize(model, decode, articles: Sequence[Article], vocab: Vocabulary, *, batch_size: int = 100,
+              max_len: int = 40, **options) -> list[str]:
+    """Summaries of ``articles`` written by ``decode(model, src, max_len, bos_id, eos_id, **options)``."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for batch in batches(articles, vocab, batch_size):
+            tokens = decode(model, batch.src, max_len, vocab.bos_id, vocab.eos_id, **options)
+            out += [vocab.decode(row) for row in tokens]
+    return out
+
+
+def rouge_table(predictions: Sequence[str], articles: Sequence[Article]) -> dict[str, dict[str, float]]:
+    """ROUGE of ``predictions`` on all ``articles``, on those with seen names and on those with unseen ones."""
+    table = {}
+    for name, keep in (("all", lambda a: True), ("seen names", lambda a: not a.unseen), ("unseen names", lambda a: a.unseen)):
+        pairs = [(p, a.summary) for p, a in zip(predictions, articles) if keep(a)]
+        if pairs:
+            table[name] = rouge([p for p, _ in pairs], [r for _, r in pairs])
+    return table
+
+
+def print_rouge(tables: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Print {system: rouge_table(...)} as one table: ROUGE-1/2/L F1 per system and subset."""
+    print(f"{'system':<24}{'articles':<14}{'ROUGE-1':>9}{'ROUGE-2':>9}{'ROUGE-L':>9}")
+    for system, table in tables.items():
+        for subset, scores in table.items():
+            print(f"{system:<24}{subset:<14}{scores['rouge1']:>9.3f}{scores['rouge2']:>9.3f}{scores['rougeL']:>9.3f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small fixed models for the decoders: next-token log-probabilities that depend on the article
+# and on the whole prefix, without any attention the student wrote.
+# ---------------------------------------------------------------------------------------------
+class ToyDecoderModel(torch.nn.Module):
+    """``model(src, tgt_in) -> logits (B, Tt, vocab)`` from seeded random tables.
+
+    The logits after a prefix depend on its last token, on its length, on a running sum of the
+    prefix, and on the first token of ``src``; ``sharpness`` scales them (larger: surer).
+    """
+
+    def __init__(self, vocab_size: int = 7, seed: int = 0, sharpness: float = 2.0, eos_id: int | None = None,
+                 eos_bias: float = 0.0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.vocab_size = vocab_size
+        self.last = torch.randn(vocab_size, vocab_size, generator=g) * sharpness
+        self.position = torch.randn(64, vocab_size, generator=g) * sharpness
+        self.history = torch.randn(97, vocab_size, generator=g) * sharpness
+        self.article = torch.randn(vocab_size + 64, vocab_size, generator=g) * sharpness
+        if eos_id is not None:
+            self.position[:, eos_id] += eos_bias
+        self.calls = 0
+
+    def forward(self, src, tgt_in):
+        self.calls += 1
+        T = tgt_in.shape[1]
+        running = (tgt_in.long() * 7 + 3).cumsum(dim=1) % 97  # (B, T): depends on the whole prefix
+        return (self.last[tgt_in] + self.position[:T][None] + self.history[running]
+                + self.article[src[:, :1].long() % (self.vocab_size + 64)])
+
+
+def exhaustive_search(model, src_row, max_len: int, bos_id: int, eos_id: int) -> tuple[list[int], float]:
+    """The most likely sequence (bos, up to ``max_len`` tokens, ending at eos or at max_len) by
+    scoring every one: only for tiny vocabularies."""
+    import torch.nn.functional as F
+
+    best = ([bos_id], float("-inf"))
+    frontier = [([bos_id], 0.0)]
+    for _length in range(1, max_len + 1):
+        tokens = torch.tensor([seq for seq, _ in frontier])
+        logp = F.log_softmax(model(src_row.expand(len(frontier), -1), tokens)[:, -1].double(), dim=-1)
+        grown = []
+        for (seq, score), row in zip(frontier, logp):
+            for token, lp in enumerate(row.tolist()):
+                candidate = (seq + [token], score + lp)
+                if token == eos_id:
+                    best = max(best, candidate, key=lambda c: c[1])
+                else:
+                    grown.append(candidate)
+        frontier = grown
+    for candidate in frontier:  # reached max_len without eos
+        best = max(best, candidate, key=lambda c: c[1])
+    return best
+
+
+def time_decoding(decode, model, src, lengths: Sequence[int], bos_id: int, eos_id: int, repeats: int = 1) -> dict:
+    """Seconds ``decode`` takes to write exactly L tokens, for each L in ``lengths``, with and
+    without the key/value cache (eos is never chosen: its logit is pushed down while timing)."""
+    import time
+
+    class NoEos(torch.nn.Module):  # the same model, but eos never wins: every run has length L
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+            self.decoder = getattr(inner, "decoder", None)
+
+        def _mask(self, logits):
+            logits = logits.clone()
+            logits[..., eos_id] = float("-inf")
+            return logits
+
+        def forward(self, src, tgt_in):
+            return self._mask(self.inner(src, tgt_in))
+
+        def encode(self, src):
+            return self.inner.encode(src)
+
+        def decode(self, memory, src, tgt_in, caches=None):
+            return self._mask(self.inner.decode(memory, src, tgt_in, caches))
+
+    wrapped = NoEos(model).eval()
+    times = {"recompute": [], "cache": []}
+    with torch.no_grad():
+        for length in lengths:
+            for kind in times:
+                best = float("inf")
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    decode(wrapped, src, length, bos_id, eos_id, use_cache=kind == "cache")
+                    best = min(best, time.perf_counter() - started)
+                times[kind].append(best)
+    return {"lengths": list(lengths), **times}
+
+
+def plot_decoding_times(times: dict, ax=None):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(times["lengths"], times["recompute"], "o-", label="recompute every step")
+    ax.plot(times["lengths"], times["cache"], "s-", label="key/value cache")
+    ax.set_xlabel("summary length (tokens generated)")
+    ax.set_ylabel("seconds for the batch")
+    ax.set_title("Greedy decoding time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_masks(masks: dict, row: int = 0, tokens: dict | None = None):
+    """The masks of one batch row side by side: white where attention is allowed."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(masks), figsize=(3.6 * len(masks), 3.8))
+    for ax, (name, mask) in zip(axes, masks.items()):
+        m = mask[row] if mask.dim() == 3 or (mask.dim() == 2 and name.startswith("padding")) else mask
+        m = m[None] if m.dim() == 1 else m
+        ax.imshow(m.float().numpy(), cmap="gray", vmin=0, vmax=1, aspect="auto")
+        ax.set_title(name)
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position" if m.shape[0] > 1 else "")
+        if m.shape[0] == 1:
+            ax.set_yticks([])
+    fig.suptitle(f"Masks of batch row {row} (white: allowed, black: masked)")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Homework 6's beam search exercise: a two-word vocabulary and a fixed tree of probabilities
+# ---------------------------------------------------------------------------------------------
+TREE_WORDS = {0: "<s>", 1: "neural", 2: "network", 3: "</s>"}
+#: P(next word | words so far); sequences have three words and never end early.
+TREE = {
+    (): {1: 0.55, 2: 0.45},
+    (1,): {1: 0.60, 2: 0.40},
+    (2,): {1: 0.90, 2: 0.10},
+    (1, 1): {1: 0.35, 2: 0.65},
+    (1, 2): {1: 0.01, 2: 0.99},
+    (2, 1): {1: 0.50, 2: 0.50},
+    (2, 2): {1: 0.30, 2: 0.70},
+}
+
+
+class TreeModel(torch.nn.Module):
+    """``model(src, tgt_in) -> logits`` whose softmax is the probability tree ``TREE`` (bos = 0,
+    eos = 3 never chosen); ``src`` is ignored."""
+
+    def forward(self, src, tgt_in):
+        B, T = tgt_in.shape
+        logits = torch.full((B, T, len(TREE_WORDS)), -1e9, dtype=torch.float64)
+        for b in range(B):
+            for t in range(T):
+                prefix = tuple(int(x) for x in tgt_in[b, 1: t + 1])
+                for word, p in TREE.get(prefix, {1: 0.5, 2: 0.5}).items():
+                    logits[b, t, word] = math.log(p)
+        return logits
+
+
+def print_tree() -> None:
+    """The tree as a table: each prefix and the probabilities of the next word."""
+    for prefix, nxt in TREE.items():
+        words = " ".join(TREE_WORDS[w] for w in prefix) or "(start)"
+        options = ", ".join(f"{TREE_WORDS[w]}: {p:.2f} (log {math.log(p):.3f})" for w, p in nxt.items())
+        print(f"{words:<18} -> {options}")

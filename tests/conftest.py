@@ -37,6 +37,8 @@ BATCH_LIMITS = {  # the batches that need other limits than LIMITS
     # the notebook holds both pretrained models and its tests load their own copies (the limit caps
     # each process's address space, where mapped weights count while loading); `course grade`'s default
     "visualizing_attention": Limits(timeout=60, memory_mb=4096),
+    # trains a small transformer for 10 steps and decodes with three strategies before its tests
+    "summarization": Limits(timeout=120, memory_mb=3072),
 }
 
 

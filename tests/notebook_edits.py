@@ -97,18 +97,22 @@ def pack_wrong(variants: list, master, size: int = 4, prefix: str = "wrong") -> 
     """Grade known-wrong variants in shared notebooks, at most ``size`` to one, where their bugs
     cannot hide each other's: no test a variant must fail (``must_lose``, ``must_fail_public``)
     reaches a definition another variant of its notebook replaces, through the master's code or
-    the variants' own sources. Static: a test that finds functions by ``globals()`` would escape."""
+    the variants' own sources. Static: a test that finds functions by ``globals()`` would escape.
+    A variant with ``must_keep`` (hidden tests it must still pass) is always graded alone."""
     sources = [cell.source for cell in master.cells if cell.cell_type == "code"]
     tests = {name for name in definitions(sources) if name.startswith("test_")}
     groups: list[list[dict]] = []
     for variant in variants:
-        must = set(variant["must_lose"]) | set(variant.get("must_fail_public", ()))
+        must = set(variant["must_lose"]) | set(variant.get("must_fail_public", ())) | set(variant.get("must_keep", ()))
         if must - tests:
             raise ValueError(f"{variant['name']}: no test named {sorted(must - tests)} in the master")
+        if variant.get("must_keep"):  # what it must keep, only it may touch: graded alone
+            groups.append([variant])
+            continue
         for group in groups:
             members = group + [variant]
             uses = definitions(sources + [src for v in members for _, src in _edits(v)])
-            if len(group) < size and all(
+            if len(group) < size and not any(m.get("must_keep") for m in group) and all(
                     not set(edited_functions(a)) & reached(set(b["must_lose"]) | set(b.get("must_fail_public", ())), uses)
                     for a in members for b in members if a is not b):
                 group.append(variant)

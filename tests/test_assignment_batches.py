@@ -1,7 +1,8 @@
 """The same end-to-end checks for every assignment graded in its own batch (``assignment_batch``):
 the committed student notebook matches a fresh build, every submission gets its row, the reference
 and a student's real export score full marks, a blank notebook scores nothing, each known-wrong
-variant loses the points it must and fails its public check, each correct alternative keeps them.
+variant loses the points it must (and keeps those it must keep) and fails its public check, each
+correct alternative keeps them.
 
 ``kernel_attention``'s batch also holds the adversarial submissions: its module checks it.
 """
@@ -14,7 +15,7 @@ from autograder.check import _tree_differences
 
 from conftest import failures, variant_notebook
 
-AUTOGRADED_POINTS = {"karate_gnn": 15, "autoencoders": 14, "visualizing_attention": 14}
+AUTOGRADED_POINTS = {"karate_gnn": 15, "autoencoders": 14, "visualizing_attention": 14, "summarization": 43}
 
 
 def variants(kind: str) -> list:
@@ -56,6 +57,8 @@ def test_known_wrong_implementation_loses_points_and_fails_its_public_check(assi
     assert row["total"] < row["possible"]
     assert not set(variant["must_lose"]) - failures(row, hidden=True), failures(row, hidden=True)
     assert not set(variant["must_fail_public"]) - failures(row, hidden=False), failures(row, hidden=False)
+    assert not set(variant.get("must_keep", ())) & failures(row, hidden=True), \
+        f"lost points it must keep: {sorted(set(variant['must_keep']) & failures(row, hidden=True))}"
 
 
 @pytest.mark.parametrize("slug, variant", variants("CORRECT"), ids=lambda v: v if isinstance(v, str) else v["name"])

@@ -596,7 +596,7 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        history.train.append(float(loss))
+        history.train.append(loss.item())
     history.steps = len(history.train)
     history.val.append((history.steps, mean_loss(model, corpus.val, vocab, loss_fn)))
     model.eval()

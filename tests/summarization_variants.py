@@ -370,6 +370,24 @@ def greedy_decode(model, src, max_len, bos_id, eos_id, use_cache=False):
         "must_fail_public": ["test_greedy_public"],
     },
     {
+        "name": "cached_decoding_recomputes",
+        "function": "greedy_decode_cached",
+        "source": '''
+def greedy_decode_cached(model, src, max_len, bos_id, eos_id):
+    tokens = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool)
+    for _ in range(max_len):
+        next_token = model(src, tokens)[:, -1].argmax(-1).masked_fill(finished, eos_id)  # BUG: no cache at all
+        tokens = torch.cat([tokens, next_token[:, None]], 1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    return tokens
+''',
+        "must_lose": ["test_cache_hidden"],
+        "must_fail_public": ["test_cache_public"],
+    },
+    {
         "name": "sampling_multiplies_by_temperature",
         "function": "sample_decode",
         "source": '''

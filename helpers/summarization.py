@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -26,6 +27,7 @@ from typing import Iterator, Sequence
 import torch
 
 from .models import BUNDLED_BERT, bundled_model_path
+from .progress import progress
 
 __all__ = [
     "Article",
@@ -571,10 +573,6 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
     """Train with AdamW (gradients clipped to norm 1): ``epochs`` passes over the shuffled
     training split, or ``max_steps`` batches in all if that comes first. The validation loss is
     measured before training and after each epoch (and at the last step)."""
-    import time
-
-    from .progress import progress
-
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     per_epoch = -(-len(corpus.train) // batch_size)
     total = epochs * per_epoch if max_steps is None else min(max_steps, epochs * per_epoch)
@@ -715,8 +713,6 @@ def exhaustive_search(model, src_row, max_len: int, bos_id: int, eos_id: int) ->
 def time_decoding(decode, model, src, lengths: Sequence[int], bos_id: int, eos_id: int, repeats: int = 1) -> dict:
     """Seconds ``decode`` takes to write exactly L tokens, for each L in ``lengths``, with and
     without the key/value cache (eos is never chosen: its logit is pushed down while timing)."""
-    import time
-
     class NoEos(torch.nn.Module):  # the same model, but eos never wins: every run has length L
         def __init__(self, inner):
             super().__init__()
@@ -766,14 +762,14 @@ def plot_decoding_times(times: dict, ax=None):
     return ax
 
 
-def plot_masks(masks: dict, row: int = 0, tokens: dict | None = None):
-    """The masks of one batch row side by side: white where attention is allowed."""
+def plot_masks(masks: dict, row: int = 0):
+    """Row ``row`` of batched masks, (B, T) or (B, Tq, Tk), side by side: white where attention is allowed."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(masks), figsize=(3.6 * len(masks), 3.8))
     for ax, (name, mask) in zip(axes, masks.items()):
-        m = mask[row] if mask.dim() == 3 or (mask.dim() == 2 and name.startswith("padding")) else mask
-        m = m[None] if m.dim() == 1 else m
+        m = mask[row]
+        m = m[None] if m.dim() == 1 else m  # a padding mask: one row
         ax.imshow(m.float().numpy(), cmap="gray", vmin=0, vmax=1, aspect="auto")
         ax.set_title(name)
         ax.set_xlabel("key position")

@@ -1,6 +1,7 @@
 """summarization targets: training time and test ROUGE at the full setting (all test articles,
 those with names seen in training, those with unseen names) against the lead baseline; the
-key/value cache's speed-up at summary length 64; the fast setting's whole notebook time.
+key/value cache's speed-up at summary length 64; the optional Performer (FAVOR+) model trained
+with the same budget, against softmax attention; the fast setting's whole notebook time.
 
     .venv/bin/python benchmarks/summarization.py
 """
@@ -8,18 +9,20 @@ key/value cache's speed-up at summary length 64; the fast setting's whole notebo
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 
 from helpers import seed_everything
 from helpers.summarization import (build_vocabulary, batches, lead_summary, make_corpus, rouge_table, summarize,
-                                   time_decoding, train_summarizer)
+                                   plot_losses, time_decoding, train_summarizer, use_performer_attention)
 from reference import load_reference, notebook_seconds
 
 SLUG = "summarization"
 # The notebook's full setting (Part 7).
 MODEL = dict(d_model=128, num_heads=4, num_layers=2, d_ff=256, max_len=256)
 EPOCHS, LR = 14, 1e-3
+PERFORMER_FEATURES = 32  # per head, as in Part 12
 
 
 def main() -> None:
@@ -58,6 +61,22 @@ def main() -> None:
         plain = ref["greedy_decode"](model, batch.src, 64, vocab.bos_id, vocab.eos_id)
         cached = ref["greedy_decode"](model, batch.src, 64, vocab.bos_id, vocab.eos_id, use_cache=True)
     print(f"cached and recomputed tokens identical: {torch.equal(plain, cached)}")
+
+    seed_everything(0)
+    performer = ref["Summarizer"](len(vocab), pad_id=vocab.pad_id, **MODEL)
+    use_performer_attention(performer, ref["MultiHeadAttention"], ref["performer_attention"], num_features=PERFORMER_FEATURES)
+    performer_history = train_summarizer(performer, corpus, vocab, ref["sequence_loss"], epochs=EPOCHS, lr=LR)
+    performer_scores = rouge_table(summarize(performer, ref["greedy_decode"], corpus.test, vocab), corpus.test)
+    print(f"Performer ({PERFORMER_FEATURES} features per head), same budget: {performer_history.seconds:.0f} s "
+          f"(softmax {history.seconds:.0f} s); final validation loss {performer_history.val[-1][1]:.2f} "
+          f"(softmax {history.val[-1][1]:.2f})")
+    figure = Path("out/benchmarks/summarization_learning_curves.png")
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    plot_losses(history, performer_history, labels=("softmax attention", "Performer (FAVOR+)")).figure.savefig(figure, dpi=100)
+    print(f"learning curves of both: {figure}")
+    for subset in performer_scores:
+        print(f"ROUGE-L, {subset:<13} Performer greedy {performer_scores[subset]['rougeL']:.3f}   "
+              f"softmax greedy {scores[subset]['rougeL']:.3f}")
     print(f"notebook top to bottom, fast setting: {notebook_seconds(SLUG, True):.1f} s (target <= 90 s)")
 
 

@@ -671,6 +671,90 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
 ]
 
 
+# ---------------------------------------------------------------- Part 12 (optional, not graded)
+# performer_attention has a public check and no points: these are run against that check in
+# process by test_summarization_performer.py, never graded (a bug there costs nothing).
+def _reference(name: str) -> str:
+    """The master's solution of ``name``, as one top-level definition without the TODO markers."""
+    cell = next(c.source for c in master("summarization").cells if c.cell_type == "code" and f"def {name}(" in c.source)
+    return "\n".join(line for line in cell.splitlines() if line.strip() not in ("# BEGIN SOLUTION", "# END SOLUTION")
+                     and not line.strip().startswith("# TODO"))
+
+
+_PERFORMER = _reference("performer_attention")
+
+
+def _performer(name: str, *edits: tuple[str, str]) -> dict:
+    source = _PERFORMER
+    for old, new in edits:
+        if old not in source:
+            raise ValueError(f"{name}: {old!r} is not in the reference")
+        source = source.replace(old, new)
+    return {"name": name, "function": "performer_attention", "source": source}
+
+
+PERFORMER_WRONG = [
+    _performer("performer_without_the_d_quarter_scale", ("q, k = q / d ** 0.25, k / d ** 0.25", "pass  # BUG: no scale")),
+    _performer("performer_without_the_key_norm_term", (" - (k * k).sum(-1, keepdim=True) / 2", "")),
+    _performer("performer_without_either_norm_term", (" - (q * q).sum(-1, keepdim=True) / 2", ""),
+               (" - (k * k).sum(-1, keepdim=True) / 2", "")),
+    _performer("performer_stabilized_per_key", ("k_logits.amax((-2, -1), keepdim=True)", "k_logits.amax(-1, keepdim=True)")),
+    _performer("performer_ignoring_padding_keys", ("    if key_mask is not None:\n        k_logits", "    if False:\n        k_logits"),
+               ("(1.0 if key_mask is None else key_mask[..., None])", "1.0")),
+    _performer("performer_ignoring_causal", ("    if causal:  # running sums", "    if False:  # BUG")),
+    _performer("performer_unnormalized", ("return (numerator / denominator).to(dtype)", "return numerator.to(dtype)")),
+    _performer("performer_causal_without_the_current_key",
+               ('kv = torch.einsum("...tm,...td->...tmd", phi_k, v).cumsum(-3)',
+                'kv = torch.einsum("...tm,...td->...tmd", phi_k, v).cumsum(-3) - torch.einsum("...tm,...td->...tmd", phi_k, v)'),
+               ("(phi_q * phi_k.cumsum(-2))", "(phi_q * (phi_k.cumsum(-2) - phi_k))")),
+    _performer("performer_causal_through_a_full_matrix",  # right numbers, quadratic memory
+               ('        kv = torch.einsum("...tm,...td->...tmd", phi_k, v).cumsum(-3)  # (..., T, m, dv)\n'
+                '        numerator = torch.einsum("...tm,...tmd->...td", phi_q, kv)\n'
+                '        denominator = (phi_q * phi_k.cumsum(-2)).sum(-1, keepdim=True)',
+                '        weights = (phi_q @ phi_k.transpose(-2, -1)).tril()  # BUG: (T, T)\n'
+                '        numerator, denominator = weights @ v, weights.sum(-1, keepdim=True)')),
+    _performer("performer_causal_with_a_floor_in_float32",  # later keys leak into earlier outputs
+               ("q, k, v, projection = q.double(), k.double(), v.double(), projection.double()", "pass"),
+               ("phi_k = torch.exp(k_logits - k_logits.amax((-2, -1), keepdim=True).detach())",
+                "phi_k = torch.exp(k_logits - k_logits.amax((-2, -1), keepdim=True).detach()) + 1e-6")),
+]
+for _variant in PERFORMER_WRONG:
+    _variant["must_fail_public"] = ["test_performer_public"]
+
+PERFORMER_CORRECT = [
+    _performer("performer_in_float64_throughout", ("    if causal:  # float64", "    if True:  # float64")),
+    _performer("performer_without_stabilizers",
+               ("q_logits - q_logits.amax(-1, keepdim=True).detach()", "q_logits"),
+               ("k_logits - k_logits.amax((-2, -1), keepdim=True).detach()", "k_logits")),
+    {"name": "performer_causal_as_a_loop_of_running_sums", "function": "performer_attention", "source": """
+def performer_attention(q, k, v, projection, key_mask=None, causal=False):
+    dtype, scale = q.dtype, q.shape[-1] ** -0.25
+    if causal:
+        q, k, v, projection = (x.to(torch.float64) for x in (q, k, v, projection))
+
+    def features(x, over):
+        logits = torch.einsum("...td,md->...tm", x * scale, projection) - (x * scale).pow(2).sum(-1, keepdim=True) / 2
+        return (logits - logits.amax(dim=over, keepdim=True)).exp()
+
+    phi_q, phi_k = features(q, -1), features(k, (-2, -1))
+    if key_mask is not None:
+        phi_k = phi_k * key_mask[..., None]
+    if not causal:
+        phi_k = phi_k + 1e-6 * (1.0 if key_mask is None else key_mask[..., None])
+        return torch.einsum("...tm,...md->...td", phi_q, torch.einsum("...tm,...td->...md", phi_k, v)) / \\
+            torch.einsum("...tm,...m->...t", phi_q, phi_k.sum(-2))[..., None]
+    state = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1], dtype=v.dtype)
+    norm = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], dtype=v.dtype)
+    rows = []
+    for t in range(q.shape[-2]):
+        state = state + phi_k[..., t, :, None] * v[..., t, None, :]
+        norm = norm + phi_k[..., t, :]
+        rows.append((phi_q[..., t, :, None] * state).sum(-2) / (phi_q[..., t, :] * norm).sum(-1, keepdim=True))
+    return torch.stack(rows, dim=-2).to(dtype)
+"""},
+]
+
+
 # A notebook of this assignment takes about 20 s to grade: known-wrong variants share notebooks
 # where no test one must fail reaches a function another replaces (``pack_wrong``); a variant with
 # ``must_keep`` is graded alone. Correct alternatives are packed together.

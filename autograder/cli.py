@@ -1,4 +1,4 @@
-"""The ``course`` command: build, grade, check and demo."""
+"""The ``course`` command: build, grade, pdf, check and demo."""
 
 from __future__ import annotations
 
@@ -39,6 +39,20 @@ def cmd_grade(args) -> int:
     print(format_table(rows))
     print(f"\n{len(rows)} submission(s) in {time.perf_counter() - started:.1f} s; "
           f"results: {grader.out / 'results.csv'} and results.json; feedback: {grader.out / 'feedback'}/")
+    return 0
+
+
+def cmd_pdf(args) -> int:
+    from .grade import Limits
+    from .pdf import PdfMaker, summary
+
+    layout = find_layout(args)
+    maker = PdfMaker(layout, Path(args.submissions).resolve(), Path(args.out).resolve(), jobs=args.jobs,
+                     pagebreaks=args.gradescope, force=args.force, assignment=args.assignment,
+                     execute=not args.no_execute, limits=Limits(timeout=args.timeout))
+    records = maker.run()
+    print(summary(maker, records))
+    print(f"{len(records)} submission(s) in {maker.seconds:.1f} s; PDFs in {maker.out}/<assignment>/")
     return 0
 
 
@@ -83,6 +97,19 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
     g.set_defaults(func=cmd_grade)
+
+    f = sub.add_parser("pdf", help="PDFs of the manually graded answers: one per submission, one merged per assignment")
+    f.add_argument("submissions", help="folder of submissions (searched recursively)")
+    f.add_argument("--out", required=True, help="folder for the PDFs, the merged files and pdf-log.txt")
+    f.add_argument("--jobs", type=int, default=2, help="PDFs made at once (default 2)")
+    f.add_argument("--gradescope", action="store_true",
+                   help="start every question on a new page, as Gradescope's page matching expects")
+    f.add_argument("--force", action="store_true", help="remake PDFs that are already there and unchanged")
+    f.add_argument("--assignment", help="assignment slug, when submissions do not name one")
+    f.add_argument("--no-execute", action="store_true",
+                   help="do not run notebooks saved without outputs (by default they run sealed, as in grading)")
+    f.add_argument("--timeout", type=float, default=300, help="seconds to run such a notebook (default 300)")
+    f.set_defaults(func=cmd_pdf)
 
     c = sub.add_parser("check", help="rebuild into a temp folder, compare with notebooks/, look for leaks")
     c.add_argument("slugs", nargs="*", help="assignments to check (default: all)")

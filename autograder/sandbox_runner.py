@@ -7,7 +7,8 @@ the collected values against golden values that never enter the sandbox.
 Protocol, newline-delimited JSON on the file descriptor ``$COURSE_CHANNEL_FD``:
 
 1. ``{"event": "cells_done", ...}`` once every cell of the notebook has run (with the first
-   error, if any, and whether the kernel died);
+   error, if any, and whether the kernel died); before it, when the job asks for it
+   (``return_notebook``, for ``course pdf``), ``{"event": "notebook", "text"}``, the executed notebook;
 2. the grader answers on stdin with one line: the test files ``[{"question", "source"}]``.
    Test code enters the sandbox only now, after the student's cells have run;
 3. ``{"event": "test", "test", "passed", "error", "values"}`` per test function, with the values
@@ -33,6 +34,7 @@ SUBMISSION = Path("/grading/submission")  # read-only: the notebook and job.json
 ASSETS = Path("/grading/assets")  # read-only: the assignment's public files (helpers, data)
 OUTBOX = Path("/tmp/course-outbox.jsonl")
 MAX_VALUES_BYTES = 32 << 20
+MAX_NOTEBOOK_CHARS = 48 << 20  # an executed notebook sent back (the channel takes 64 MiB)
 MAX_ERROR_CHARS = 300
 PR_SET_DUMPABLE = 4
 
@@ -113,6 +115,7 @@ def kernel_exit(client) -> str:
 class Runner:
     def __init__(self, channel):
         self.channel = channel
+        self.job: dict = {}
         self.outbox_position = 0
         self.values_bytes = 0
 
@@ -121,7 +124,7 @@ class Runner:
         self.channel.flush()
 
     def prepare(self) -> Path:
-        job = json.loads((SUBMISSION / "job.json").read_text())
+        job = self.job = json.loads((SUBMISSION / "job.json").read_text())
         workdir = Path.cwd()
         if ASSETS.is_dir():  # data files next to the notebook, as in the student's folder
             for entry in ASSETS.iterdir():
@@ -160,6 +163,11 @@ class Runner:
                                            "ename": short(output.get("ename", ""), 80),
                                            "evalue": short(output.get("evalue", ""))}
                             break
+            if self.job.get("return_notebook"):
+                text = nbformat.writes(nb)
+                if len(text) > MAX_NOTEBOOK_CHARS:
+                    text = None
+                self.send({"event": "notebook", "text": text})
             self.send({"event": "cells_done", "first_error": first_error, "kernel_died": died})
             request = sys.stdin.readline()
             files = json.loads(request) if request.strip() else []

@@ -126,15 +126,16 @@ def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
     }
 
 
-def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
-                 limits: SandboxLimits, lib: Path, threads: int = 1) -> dict:
-    """Grade one submission (its notebook's text); always returns a result dict."""
+def _run_in_sandbox(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
+                    limits: SandboxLimits, lib: Path, threads: int, tests: list[dict], return_notebook: bool) -> SandboxRun:
+    """Run a notebook's cells in the sandbox, then ``tests`` (sent in only after the cells ran)."""
     submission = workspace / "submission"
     submission.mkdir(parents=True)
     (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
-    (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb"}))
+    (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb",
+                                                     "return_notebook": return_notebook}))
     _open_up(workspace)
-    request = (json.dumps(autograder.sources) + "\n").encode("utf-8")
+    request = (json.dumps(tests) + "\n").encode("utf-8")
 
     def on_message(message: dict):
         if message.get("event") == "cells_done":
@@ -143,12 +144,34 @@ def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, w
 
     binds = [(lib, "/grading/lib"), (autograder.assets, "/grading/assets"), (submission, "/grading/submission")]
     env = sandbox_environment(Path(sys.executable).parent, threads)
+    if return_notebook:  # the notebook is wanted for its plots: Jupyter's inline backend, not Agg
+        env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     if model_cache_dir().is_dir():  # converted models, read-only (helpers.models converts elsewhere if it must)
         binds.append((model_cache_dir(), MODEL_CACHE))
         env[CACHE_ENV] = MODEL_CACHE
-    run = sandbox.run([sys.executable, "/grading/lib/course_runner.py"], binds=binds, env=env, slot=slot,
-                      limits=limits, on_message=on_message)
+    return sandbox.run([sys.executable, "/grading/lib/course_runner.py"], binds=binds, env=env, slot=slot,
+                       limits=limits, on_message=on_message)
+
+
+def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
+                 limits: SandboxLimits, lib: Path, threads: int = 1) -> dict:
+    """Grade one submission (its notebook's text); always returns a result dict."""
+    run = _run_in_sandbox(sandbox, autograder, notebook_text, workspace, slot=slot, limits=limits, lib=lib,
+                          threads=threads, tests=autograder.sources, return_notebook=False)
     return verdict(run, autograder, limits)
+
+
+def execute_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
+                   limits: SandboxLimits, lib: Path, threads: int = 1) -> tuple[str | None, str]:
+    """Run a notebook's cells in the sandbox, as grading does, without tests: (the executed
+    notebook's text or None, what went wrong if anything)."""
+    run = _run_in_sandbox(sandbox, autograder, notebook_text, workspace, slot=slot, limits=limits, lib=lib,
+                          threads=threads, tests=[], return_notebook=True)
+    text = next((m.get("text") for m in run.messages if m.get("event") == "notebook"), None)
+    problem = verdict(run, autograder, limits)["message"]
+    if text is None and not problem:
+        problem = "the sandbox did not send the executed notebook back (larger than 48 MiB?)"
+    return (text if isinstance(text, str) else None), problem
 
 
 def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> dict:

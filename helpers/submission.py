@@ -8,7 +8,6 @@ saved file with this kernel's own history and refuses, saying what to do, until 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import nbformat
@@ -63,16 +62,19 @@ def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
 
 
 def latex_available() -> bool:
-    """True when otter can turn the notebook into a PDF (xelatex and pandoc on the PATH)."""
-    return bool(shutil.which("xelatex") and shutil.which("pandoc"))
+    """True when the PDF can be made (xelatex and pandoc on the PATH)."""
+    from .pdf import latex_missing
+
+    return latex_missing() is None
 
 
 def export_submission(grader, notebook: str | None = None) -> Path | None:
-    """Save the submission zip next to the notebook, with a PDF inside when LaTeX is present.
+    """Save the submission zip next to the notebook, with a PDF of the written answers and the
+    plots they discuss inside when LaTeX is present (:mod:`helpers.pdf`, as the TAs' PDFs).
 
     Unlike a bare ``grader.export()``, it refuses a saved file that does not show this kernel's
     run (see :func:`unsaved_run`), and it never leaves a broken zip behind when the PDF cannot be
-    made: it falls back to a zip without the PDF and says so. In otter's grading mode it does
+    made: the zip keeps the notebook without the PDF, and it says so. In otter's grading mode it does
     nothing, as ``grader.export`` does.
 
     Parameters
@@ -101,15 +103,34 @@ def export_submission(grader, notebook: str | None = None) -> Path | None:
     if problem:
         raise NotebookNotSaved(problem)
     zip_path = Path(nb_path).with_name(Path(nb_path).stem + "_submission.zip")
-    pdf = latex_available()
-    if not pdf:
-        print("LaTeX (xelatex + pandoc) not found: the zip will hold the notebook without a PDF.")
-    try:
-        grader.export(nb_path, export_path=str(zip_path), pdf=pdf)
-    except Exception as err:  # a LaTeX failure must not cost the student a valid zip
-        if not pdf:
-            raise
-        print(f"Could not make the PDF ({type(err).__name__}: {err}); exporting without it.")
-        grader.export(nb_path, export_path=str(zip_path), pdf=False)
+    grader.export(nb_path, export_path=str(zip_path), pdf=False)
+    if latex_available():
+        add_pdf(zip_path, Path(nb_path))
+    else:
+        print("LaTeX (xelatex + pandoc) not found: the zip holds the notebook without a PDF.")
     print(f"Upload this file: {zip_path}")
     return zip_path
+
+
+def add_pdf(zip_path: Path, nb_path: Path) -> None:
+    """Put the PDF of the notebook's written answers and plots into the zip, the same PDF a TA's
+    ``course pdf`` makes; a failure leaves the zip as it was (valid, without the PDF) and says so."""
+    import tempfile
+    import zipfile
+
+    from .pdf import render_pdf
+
+    with tempfile.TemporaryDirectory(prefix="export-pdf-") as tmp:
+        pdf = Path(tmp) / f"{nb_path.stem}.pdf"
+        try:
+            rendered = render_pdf(nbformat.read(nb_path, as_version=4), pdf, title=nb_path.name,
+                                  lines=["The written answers and the plots they discuss"])
+        except Exception as err:  # a LaTeX failure must not cost the student a valid zip
+            print(f"Could not make the PDF ({type(err).__name__}: {err}); the zip holds the notebook without it.")
+            return
+        with zipfile.ZipFile(zip_path, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+            if pdf.name not in zf.namelist():
+                zf.write(pdf, arcname=pdf.name)
+    if rendered.verbatim:
+        print("Your answers to " + ", ".join(rendered.verbatim) + " are in the PDF as plain text: LaTeX could not "
+              "typeset their math (check it renders in the notebook).")

@@ -617,7 +617,13 @@ def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention
         ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean)")
         ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
     ax.set_xlabel("training step")
-    ax.set_ylabel("cross-entropy per summary token")
+    ax.set_ylabel("cross-entropy per summary token (log scale)")
+    ax.set_yscale("log")  # the late, small improvements are where models differ
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_yticks([t for t in (0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 7, 10) if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]])
     ax.set_title("Learning curves")
     ax.grid(alpha=0.3)
     ax.legend()

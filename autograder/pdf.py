@@ -1,0 +1,300 @@
+"""``course pdf``: the manually graded answers of every submission as PDFs, for TAs.
+
+A notebook saved without outputs (the student never saved after running it) is executed first,
+sealed in the grading sandbox as ``course grade`` runs it, in the fast setting; its first page says
+so. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
+assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
+Submissions are found as ``course grade`` finds them. One that cannot be rendered at all (not a
+notebook, no notebook in the zip, not an assignment of this course) gets a notice page in the
+merged file and a line in ``OUT/pdf-log.txt``; the others go on. A rerun reuses every PDF whose
+submission bytes and options are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+from tqdm.auto import tqdm
+
+from helpers.pdf import LatexMissing, latex_missing, render_notice, render_pdf
+
+from .grade import SLUG_PATTERN, WORKSPACE_PREFIX, Limits, find_submissions, sha256, submission_id, write_atomically
+from .layout import CourseError, Layout
+from .sandbox import Sandbox, SandboxUnavailable
+from .sealed import Autograder, execute_sealed, runner_library
+from .worker import InvalidSubmission, assignment_of, read_submission_notebook
+
+#: Bumped when the PDFs would come out differently: older ones are then made again.
+RENDERER_VERSION = 1
+UNASSIGNED = "unassigned"
+
+
+def manual_questions_of(master: Path) -> list[tuple[str, float | None]]:
+    """(name, points) of a master's manually graded questions, in notebook order."""
+    found = []
+    for cell in nbformat.read(master, as_version=4).cells:
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# BEGIN QUESTION"):
+            config = yaml.safe_load(cell.source.split("\n", 1)[1]) or {}
+            if config.get("manual"):
+                found.append((str(config.get("name")), config.get("points")))
+    return found
+
+
+def has_outputs(nb) -> bool:
+    return any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code")
+
+
+@dataclass
+class PdfMaker:
+    layout: Layout
+    submissions: Path
+    out: Path
+    jobs: int = 2
+    pagebreaks: bool = False  # every question on a new page, for Gradescope's page matching
+    force: bool = False
+    assignment: str | None = None
+    execute: bool = True  # run notebooks saved without outputs (sealed) so their plots appear
+    limits: Limits = Limits()
+    _questions: dict = field(default_factory=dict, init=False, repr=False)
+    _autograders: dict = field(default_factory=dict, init=False, repr=False)
+    _sandbox: object = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def questions_of(self, slug: str) -> list[tuple[str, float | None]]:
+        with self._lock:
+            if slug not in self._questions:
+                self._questions[slug] = manual_questions_of(self.layout.master(slug))
+            return self._questions[slug]
+
+    def options(self) -> dict:
+        return {"renderer": RENDERER_VERSION, "pagebreaks": self.pagebreaks, "execute": self.execute}
+
+    def executed(self, slug: str, nb) -> tuple[object | None, str]:
+        """``nb`` run sealed in the sandbox, as grading runs it: (the executed notebook or None, why not)."""
+        zip_path = self.layout.autograder_zip(slug)
+        if not zip_path.is_file():
+            return None, f"no autograder at {zip_path} to run it with (run `course build {slug}`)"
+        with self._lock:
+            if self._sandbox is None:
+                self._workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-pdf-"))
+                self._workspace.chmod(0o755)
+                self._lib = runner_library(self._workspace)
+                staging = self._workspace / "staging"
+                staging.mkdir()
+                self._slots = queue.Queue()
+                for slot in range(max(1, self.jobs)):
+                    self._slots.put(slot)
+                try:
+                    self._sandbox = Sandbox(python=Path(sys.executable), staging=staging)
+                    self._sandbox.probe()
+                except SandboxUnavailable as err:
+                    self._sandbox = err
+            if isinstance(self._sandbox, SandboxUnavailable):
+                return None, f"no sandbox can start here to run it ({str(self._sandbox)[:120]})"
+            if zip_path not in self._autograders:
+                self._autograders[zip_path] = Autograder.load(zip_path, self._workspace / f"autograder{len(self._autograders)}")
+        slot = self._slots.get()
+        workspace = Path(tempfile.mkdtemp(prefix="submission-", dir=self._workspace))
+        try:
+            text, problem = execute_sealed(self._sandbox, self._autograders[zip_path], nbformat.writes(nb), workspace,
+                                           slot=slot, limits=self.limits, lib=self._lib,
+                                           threads=max(1, (os.cpu_count() or 1) // self.jobs))
+        finally:
+            self._slots.put(slot)
+            shutil.rmtree(workspace, ignore_errors=True)
+        return (nbformat.reads(text, as_version=4) if text else None), problem
+
+    def make_one(self, path: Path) -> dict:
+        """Render one submission; always returns its record (status ok or failed, and why)."""
+        started = time.perf_counter()
+        record = {"submission": submission_id(path, self.submissions), "file": path.relative_to(self.submissions).as_posix(),
+                  "sha256": sha256(path), **self.options(), "assignment": "", "status": "failed", "message": ""}
+        try:
+            nb = read_submission_notebook(path)
+            slug = self.assignment or assignment_of(nb)
+            if not isinstance(slug, str) or not SLUG_PATTERN.fullmatch(slug) or slug not in self.layout.slugs():
+                raise InvalidSubmission("the notebook does not name an assignment of this course "
+                                        f"({str(slug)[:60]!r}); pass --assignment SLUG" if slug else
+                                        "the notebook does not say which assignment it is; pass --assignment SLUG")
+        except InvalidSubmission as err:
+            record["message"] = str(err)
+            return self.save(record, started)
+        record["assignment"] = slug
+        lines = [f"assignment {slug} · file {record['file']}"]
+        if not has_outputs(nb):
+            ran, problem = self.executed(slug, nb) if self.execute else (None, "not asked to (--no-execute)")
+            if ran is not None:
+                nb = ran
+                lines.append("Saved without outputs: the plots and printouts below come from running the notebook "
+                             "for this PDF (sealed, fast setting), not from the student's own run"
+                             + (f"; it stopped: {problem}" if problem else "."))
+            else:
+                lines.append("Saved without outputs, so the plots and printouts the questions discuss are missing; "
+                             f"it was not run for this PDF: {problem}")
+            record["executed"] = ran is not None
+            record["message"] = ("saved without outputs; run for this PDF" + (f", and it stopped: {problem}" if problem else "")
+                                 if ran is not None else f"saved without outputs and not run: {problem}")
+        target = self.out / slug / f"{record['submission']}.pdf"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            rendered = render_pdf(nb, target, title=record["submission"], lines=lines, names=self.questions_of(slug),
+                                  pagebreaks=self.pagebreaks)
+        except LatexMissing:
+            raise
+        except Exception as err:  # one submission's failure never stops the others
+            record["message"] = f"could not be rendered: {type(err).__name__}: {str(err)[:300]}"
+            return self.save(record, started)
+        record.update(status="ok", pages=rendered.pages, verbatim=rendered.verbatim, pdf=target.relative_to(self.out).as_posix())
+        if rendered.verbatim:
+            record["message"] = "; ".join(filter(None, [record["message"], "set as plain text where LaTeX failed: "
+                                                        + ", ".join(rendered.verbatim)]))
+        return self.save(record, started)
+
+    def save(self, record: dict, started: float) -> dict:
+        record["seconds"] = round(time.perf_counter() - started, 2)
+        (self.out / "records").mkdir(parents=True, exist_ok=True)
+        write_atomically(self.out / "records" / f"{record['submission']}.json", json.dumps(record, indent=1))
+        return record
+
+    def current(self, path: Path) -> dict | None:
+        """The saved record of ``path`` if it still holds (same bytes, same options, PDF still there)."""
+        if self.force:
+            return None
+        saved = self.out / "records" / f"{submission_id(path, self.submissions)}.json"
+        try:
+            record = json.loads(saved.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if record.get("sha256") != sha256(path) or any(record.get(k) != v for k, v in self.options().items()):
+            return None
+        if record.get("status") == "ok" and not (self.out / record.get("pdf", "")).is_file():
+            return None
+        return record
+
+    def run(self, log=print) -> list[dict]:
+        problem = latex_missing()
+        if problem:
+            raise CourseError(problem)
+        if not self.submissions.is_dir():
+            raise CourseError(f"submissions folder {self.submissions} does not exist")
+        if self.assignment and self.assignment not in self.layout.slugs():
+            raise CourseError(f"no assignment {self.assignment!r} (known: {', '.join(self.layout.slugs())})")
+        found, others = find_submissions(self.submissions)
+        if others:
+            log(f"note: {len(others)} file(s) are neither .ipynb nor .zip and are skipped")
+        if not found:
+            raise CourseError(f"no .ipynb or .zip submissions under {self.submissions}")
+        self.out.mkdir(parents=True, exist_ok=True)
+        records, todo = {}, []
+        for path in found:
+            record = self.current(path)
+            if record is None:
+                todo.append(path)
+            else:
+                records[path] = record
+        if records:
+            log(f"{len(records)} submission(s) unchanged since their PDF was made (use --force to remake them)")
+        started = time.perf_counter()
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+                futures = {pool.submit(self.make_one, path): path for path in todo}
+                for future in tqdm(as_completed(futures), total=len(futures), desc="PDFs", unit="submission",
+                                   disable=not todo):
+                    records[futures[future]] = future.result()
+        finally:
+            if self._sandbox is not None:
+                shutil.rmtree(self._workspace, ignore_errors=True)
+        self.seconds = time.perf_counter() - started
+        ordered = [records[p] for p in found]
+        self.merged = self.merge(ordered)
+        self.write_log(ordered)
+        return ordered
+
+    def merge(self, records: list[dict]) -> dict[str, int]:
+        """OUT/<assignment>.pdf for every assignment: each submission's PDF (its bookmarks kept), or a
+        notice page for one that could not be rendered. Returns the page count of each."""
+        from pypdf import PdfWriter
+
+        slugs = sorted({r["assignment"] for r in records if r["assignment"]})
+
+        def placed(record: dict) -> str:
+            """Where a record goes: its assignment; for one that names none, a folder of its path named
+            after an assignment, else the only assignment there is, else ``unassigned``."""
+            if record["assignment"]:
+                return record["assignment"]
+            folders = [part for part in Path(record["file"]).parts[:-1] if part in self.layout.slugs()]
+            return folders[-1] if folders else self.assignment or (slugs[0] if len(slugs) == 1 else UNASSIGNED)
+
+        merged = {}
+        notices = self.out / "notices"
+        for slug in sorted({placed(r) for r in records}):
+            group = [r for r in records if placed(r) == slug]
+            writer = PdfWriter()
+            for record in group:
+                if record["status"] == "ok":
+                    append_with_bookmarks(writer, self.out / record["pdf"], record["submission"])
+                else:
+                    notices.mkdir(exist_ok=True)
+                    notice = notices / f"{record['submission']}.pdf"
+                    render_notice(notice, record["submission"], [f"file {record['file']}", "This submission could not be "
+                                  "rendered, so it has no pages here:", record["message"]])
+                    append_with_bookmarks(writer, notice, record["submission"] + " (not rendered)")
+            target = self.out / f"{slug}.pdf"
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            with open(tmp, "wb") as f:
+                writer.write(f)
+            os.replace(tmp, target)
+            merged[slug] = len(writer.pages)
+        return merged
+
+    def write_log(self, records: list[dict]) -> None:
+        lines = [f"{r['submission']}: {'ok, ' if r['status'] == 'ok' else 'NOT RENDERED: '}{r['message']}"
+                 for r in records if r["message"] or r["status"] != "ok"]
+        write_atomically(self.out / "pdf-log.txt", "\n".join(lines) + ("\n" if lines else ""))
+
+
+def append_with_bookmarks(writer, pdf: Path, title: str) -> None:
+    """Append ``pdf`` under a bookmark ``title`` with its own bookmarks (the questions) as children.
+
+    The bookmarks are made anew with page numbers: the files' own ones name destinations ("q1")
+    that every submission's file repeats, and would all jump to the first submission's pages."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(pdf)
+    start = len(writer.pages)
+    writer.append(reader, import_outline=False)
+    parent = writer.add_outline_item(title=title, page_number=start)
+
+    def children(items):
+        for item in items:
+            if isinstance(item, list):
+                yield from children(item)
+            elif item.title != title:  # the file's own top bookmark is the submission itself
+                yield item
+
+    for item in children(reader.outline):
+        writer.add_outline_item(title=item.title, page_number=start + reader.get_destination_page_number(item), parent=parent)
+
+
+def summary(maker: PdfMaker, records: list[dict]) -> str:
+    ok = [r for r in records if r["status"] == "ok"]
+    lines = [f"{len(ok)} of {len(records)} submission(s) rendered"
+             + (f"; {len(records) - len(ok)} could not be (see {maker.out / 'pdf-log.txt'})" if len(ok) < len(records) else "")]
+    for slug, pages in sorted(maker.merged.items()):
+        lines.append(f"{maker.out / (slug + '.pdf')}: {pages} pages")
+    for r in records:
+        if r["message"]:
+            lines.append(f"  {r['submission']}: {r['message'][:160]}")
+    return "\n".join(lines)

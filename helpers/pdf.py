@@ -231,6 +231,7 @@ def markdown_to_latex(texts: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------- document
+# \questiongap: a question's heading never ends a page alone (a new page unless 12 lines are left)
 PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[a4paper,margin=2cm]{geometry}
 \usepackage{fontspec}
@@ -242,6 +243,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage{longtable,booktabs,array}
 \usepackage{hyperref}
 \usepackage{bookmark}
+\usepackage{needspace}
 \usepackage{parskip}
 \usepackage{enumitem}
 \setlist{nosep}
@@ -251,7 +253,8 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \setcounter{secnumdepth}{0}
 \sloppy
 \setlength{\emergencystretch}{3em}
-\newcommand{\questiongap}{\par\bigskip}
+\newcommand{\questiongap}{\par\bigskip\needspace{12\baselineskip}}
+\newcommand{\questionheading}[1]{{\large\bfseries\raggedright #1\par}\nobreak\medskip}
 \setkeys{Gin}{keepaspectratio}
 \fvset{frame=leftline,rulecolor=\color{gray!40},framesep=2mm}
 \raggedbottom
@@ -323,7 +326,7 @@ def _question_latex(question: Question, markdown: dict[int, str], folder: Path, 
         heading += f" · {question.points:g} point{'s' if question.points != 1 else ''}"
     parts = [("\\clearpage\n" if pagebreak else "\\questiongap\n"),
              f"\\pdfbookmark[1]{{{_bookmark_text(heading)}}}{{q{number}}}\n",
-             f"\\subsection*{{{escape(heading)}}}\n"]
+             f"\\questionheading{{{escape(heading)}}}\n"]
     shown = "".join(_outputs(cell, folder, f"q{number}-above{index}") for index, cell in enumerate(question.context))
     if shown:
         parts.append("{\\footnotesize\\itshape What the cells above the question showed:\\par}\n" + shown)

@@ -654,10 +654,11 @@ def rouge_table(predictions: Sequence[str], articles: Sequence[Article]) -> dict
 
 def print_rouge(tables: dict[str, dict[str, dict[str, float]]]) -> None:
     """Print {system: rouge_table(...)} as one table: ROUGE-1/2/L F1 per system and subset."""
-    print(f"{'system':<24}{'articles':<14}{'ROUGE-1':>9}{'ROUGE-2':>9}{'ROUGE-L':>9}")
+    width = max(len("system"), *map(len, tables)) + 2
+    print(f"{'system':<{width}}{'articles':<14}{'ROUGE-1':>9}{'ROUGE-2':>9}{'ROUGE-L':>9}")
     for system, table in tables.items():
         for subset, scores in table.items():
-            print(f"{system:<24}{subset:<14}{scores['rouge1']:>9.3f}{scores['rouge2']:>9.3f}{scores['rougeL']:>9.3f}")
+            print(f"{system:<{width}}{subset:<14}{scores['rouge1']:>9.3f}{scores['rouge2']:>9.3f}{scores['rougeL']:>9.3f}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -157,9 +157,8 @@ class PdfMaker:
             record["message"] = f"could not be rendered: {type(err).__name__}: {str(err)[:300]}"
             return self.save(record, started)
         record.update(status="ok", pages=rendered.pages, verbatim=rendered.verbatim, pdf=target.relative_to(self.out).as_posix())
-        if rendered.verbatim:
-            record["message"] = "; ".join(filter(None, [record["message"], "set as plain text where LaTeX failed: "
-                                                        + ", ".join(rendered.verbatim)]))
+        plain = ["set as plain text where LaTeX failed: " + ", ".join(rendered.verbatim)] if rendered.verbatim else []
+        record["message"] = "; ".join(filter(None, [record["message"], *rendered.notes, *plain]))
         return self.save(record, started)
 
     def save(self, record: dict, started: float) -> dict:

@@ -417,7 +417,7 @@ def plot_alignment(model: Seq2Seq, task: str, text: str, ax=None):
     ax.set_yticks(range(len(output)), [show(t) for t in output], fontsize=8)
     ax.set_xlabel("source (encoder states)")
     ax.set_ylabel("output character")
-    ax.set_title(f"Where the decoder looks: {''.join(VOCAB.decode(ids[0]))!r}")
+    ax.set_title(f"Where the decoder looks: {VOCAB.decode(ids[0])!r}")
     return ax
 
 

@@ -82,7 +82,7 @@ ENFORCED_CONFIG = {"strip_solutions_from_all_cells": True, "run_tests": False}
 #: image does not need (otter adds ``otter-grader[grading,plugins]`` itself; no JupyterLab).
 GRADING_PYTHON = "3.11"
 TORCH_CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
-NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab"}
+NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab", "nbgrader"}  # tools of the instructor, not of a grading run
 NO_DEPS_FILE = "requirements-no-deps.txt"
 
 

@@ -23,6 +23,14 @@ def cmd_build(args) -> int:
     layout = find_layout(args)
     for slug in args.slugs or layout.slugs():
         build(layout, slug)
+        if args.nbgrader:
+            from .nbgrader_io import add_to_course
+
+            notebook = add_to_course(layout, slug, Path(args.nbgrader).resolve())
+            print(f"[{slug}] nbgrader source -> {notebook}")
+    if args.nbgrader:
+        print(f"nbgrader course: {Path(args.nbgrader).resolve()}; next: cd there and run "
+              f"`nbgrader generate_assignment <assignment>`")
     return 0
 
 
@@ -37,6 +45,12 @@ def cmd_grade(args) -> int:
                     autograder=Path(args.autograder).resolve() if args.autograder else None, unsafe=args.unsafe)
     rows = grader.run()
     print(format_table(rows))
+    if args.nbgrader_gradebook:
+        from .nbgrader_io import write_gradebook
+
+        counts = write_gradebook(rows, Path(args.nbgrader_gradebook), layout, grader.submissions)
+        print(f"\nnbgrader gradebook {args.nbgrader_gradebook}: {counts['submissions']} submission(s) written, "
+              f"{counts['skipped']} skipped; written answers wait in the formgrader")
     print(f"\n{len(rows)} submission(s) in {time.perf_counter() - started:.1f} s; "
           f"results: {grader.out / 'results.csv'} and results.json; feedback: {grader.out / 'feedback'}/")
     return 0
@@ -80,6 +94,8 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build student notebooks and autograders from the masters")
     b.add_argument("slugs", nargs="*", help="assignments to build (default: all)")
+    b.add_argument("--nbgrader", metavar="DIR", help="also write an nbgrader course folder: source/<assignment>/ "
+                                                     "with nbgrader cell metadata, and nbgrader_config.py")
     b.set_defaults(func=cmd_build)
 
     g = sub.add_parser("grade", help="grade every .ipynb / .zip in a folder")
@@ -96,6 +112,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="regrade submissions that already have a row")
     g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
+    g.add_argument("--nbgrader-gradebook", metavar="PATH",
+                   help="also write the scores into this nbgrader gradebook.db (the assignment made there by "
+                        "`nbgrader generate_assignment`) and the notebooks into autograded/ beside it, for the "
+                        "written answers in the formgrader")
     g.set_defaults(func=cmd_grade)
 
     f = sub.add_parser("pdf", help="PDFs of the manually graded answers: one per submission, one merged per assignment")

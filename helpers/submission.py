@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 __all__ = ["export_submission", "latex_available", "NotebookNotSaved", "unsaved_run"]
 
 #: What to do, in the words of the notebook's Submit section.
@@ -42,6 +40,8 @@ def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
     if shell is None:
         return None
     history = shell.user_ns.get("_ih") or []
+    import nbformat  # here, not at the top: importing it costs every notebook two seconds
+
     nb = nbformat.read(nb_path, as_version=4)
     code = [(n, cell) for n, cell in enumerate(nb.cells, 1) if cell.cell_type == "code" and cell.source.strip()
             and "export_submission(" not in cell.source]
@@ -119,6 +119,8 @@ def add_pdf(zip_path: Path, nb_path: Path) -> None:
     import zipfile
 
     from .pdf import render_pdf
+
+    import nbformat
 
     with tempfile.TemporaryDirectory(prefix="export-pdf-") as tmp:
         pdf = Path(tmp) / f"{nb_path.stem}.pdf"

@@ -1,0 +1,317 @@
+"""nbgrader interop: the same master notebooks as an nbgrader course, and ``course grade``'s scores
+in an nbgrader gradebook.
+
+An otter master becomes ``source/<slug>/<slug>.ipynb`` with nbgrader's cell metadata:
+
+* solution code keeps its regions, as ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (nbgrader's
+  markers); ``generate_assignment`` replaces them with ``...`` as otter does;
+* each question's public tests become one read-only cell that runs them (the students' instant
+  check, like ``grader.check``);
+* each hidden test becomes one autograded cell worth the test's points, its code and the golden
+  values it compares against inside a hidden-test region, so the release holds neither;
+* each written answer becomes a manually graded answer cell with the question's points;
+* every other markdown cell (the prompts) is read-only.
+
+Golden values travel inside the hidden regions (``helpers.golden.use_golden``), so autograding
+needs no extra file and works wherever the source notebook goes.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import re
+import shutil
+import textwrap
+import zlib
+from pathlib import Path
+
+import nbformat
+import yaml
+
+SCHEMA_VERSION = 3
+SOLUTION_MARKER = re.compile(r"^(\s*)# (BEGIN|END) SOLUTION\s*$")
+TEST_CONFIG = re.compile(r'^""" # BEGIN TEST CONFIG\n(.*?)""" # END TEST CONFIG\n', re.S)
+ANSWER_STUB = "_Type your answer here, replacing this text._"  # what otter's student notebooks say
+# Prompts that describe otter's check cells, reworded for nbgrader's public-check cells.
+GRADER_CHECK = [(re.compile(r"(\ban? )?`grader\.check\(\.\.\.\)`( cell)?"), "a public-check cell"),
+                (re.compile(r"`grader\.check`"), "public check")]
+
+NBGRADER_CONFIG = '''\
+"""nbgrader configuration for the course folder written by `course build --nbgrader`."""
+import os
+
+c = get_config()  # noqa: F821 (nbgrader provides it)
+c.CourseDirectory.course_id = "dl-course"
+# Solution regions become `...` and written answers a prompt, as in the otter student notebooks.
+c.ClearSolutions.code_stub = {"python": "..."}
+c.ClearSolutions.text_stub = "_Type your answer here, replacing this text._"
+c.Execute.timeout = 300
+# Grading runs use the fast training budget, as `course grade` does; no hidden test depends on it.
+# Only nbgrader's own processes (autograde, the formgrader's server) read this file.
+os.environ.setdefault("COURSE_FAST", "1")
+'''
+
+SUBMIT_NBGRADER = """## Submit
+
+Run the whole notebook in a fresh kernel (Kernel → Restart Kernel and Run All Cells), check that every
+public check passes, save it, and submit it from the Assignments tab (nbgrader)."""
+
+
+def _metadata(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+              points: float | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": SCHEMA_VERSION,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = float(points or 0)
+    return {"nbgrader": meta}
+
+
+def _raw_directive(cell) -> tuple[str, dict]:
+    """('BEGIN QUESTION', {config}) for otter's raw delimiter cells, else ('', {})."""
+    if cell.cell_type != "raw":
+        return "", {}
+    first, _, rest = cell.source.strip().partition("\n")
+    word = first.lstrip("# ").strip().upper()
+    return word, (yaml.safe_load(rest) or {}) if rest.strip() else {}
+
+
+def _solution_markers(source: str) -> str:
+    return "\n".join(SOLUTION_MARKER.sub(lambda m: f"{m.group(1)}### {m.group(2)} SOLUTION", line)
+                     for line in source.splitlines())
+
+
+def _test(source: str) -> dict:
+    """An otter test cell: its config, function name, parameter names and code without the header."""
+    match = TEST_CONFIG.match(source)
+    if not match:
+        raise ValueError(f"a test cell without a TEST CONFIG header: {source[:80]!r}")
+    config = yaml.safe_load(match.group(1)) or {}
+    code = source[match.end():]
+    functions = [n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+    if len(functions) != 1:
+        raise ValueError(f"a test cell must define one test_ function, found {[f.name for f in functions]}")
+    return {"name": functions[0].name, "args": [a.arg for a in functions[0].args.args], "code": code.strip("\n"),
+            "points": float(config.get("points") or 0), "hidden": bool(config.get("hidden", False))}
+
+
+def golden_blob(values: dict) -> str:
+    """The golden values a test compares against, compressed into one string literal."""
+    return base64.b64encode(zlib.compress(json.dumps(values, sort_keys=True).encode("utf-8"), 9)).decode("ascii")
+
+
+def _call(test: dict) -> str:
+    return f"{test['name']}({', '.join(test['args'])})"
+
+
+def convert(master: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of an otter master, with ``golden`` (the golden file's
+    contents) split among the hidden tests that use it."""
+    by_test: dict[str, dict] = {}
+    for key, spec in golden.get("values", {}).items():
+        by_test.setdefault(spec.get("test"), {})[key] = spec
+    cells, question, in_solution, in_tests, tests = [], None, False, False, []
+    counter = 0
+
+    def next_id(stem: str) -> str:
+        nonlocal counter
+        counter += 1
+        return f"{stem}-{counter}"
+
+    for cell in master.cells:
+        directive, config = _raw_directive(cell)
+        if directive == "ASSIGNMENT CONFIG":
+            continue
+        if directive == "BEGIN QUESTION":
+            question, tests = config, []
+            continue
+        if directive in ("BEGIN SOLUTION", "END SOLUTION"):
+            in_solution = directive == "BEGIN SOLUTION"
+            continue
+        if directive in ("BEGIN TESTS", "END TESTS"):
+            in_tests = directive == "BEGIN TESTS"
+            continue
+        if directive == "END QUESTION":
+            cells += _test_cells(question["name"], tests, by_test)
+            question = None
+            continue
+        if cell.cell_type == "raw":
+            raise ValueError(f"{slug}: a raw cell nbgrader interop does not know: {cell.source[:60]!r}")
+        if in_tests:
+            tests.append(_test(cell.source))
+        elif in_solution and question and question.get("manual"):
+            answer = textwrap.dedent(cell.source).strip("\n")
+            answer = re.sub(r"^\*\*Reference answer\.\*\*\s*", "", answer)
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION",
+                metadata=_metadata(question["name"], solution=True, grade=True, points=question.get("points"))))
+        elif in_solution and cell.cell_type == "code":
+            cells.append(nbformat.v4.new_code_cell(_solution_markers(cell.source),
+                                                   metadata=_metadata(next_id(f"{question['name']}-code"), solution=True)))
+        elif cell.cell_type == "markdown":
+            if cell.source.lstrip().startswith("## Submit"):
+                cells.append(nbformat.v4.new_markdown_cell(SUBMIT_NBGRADER, metadata=_metadata("submit", locked=True)))
+            else:
+                text = cell.source
+                for pattern, words in GRADER_CHECK:
+                    text = pattern.sub(words, text)
+                cells.append(nbformat.v4.new_markdown_cell(text, metadata=_metadata(next_id("prompt"), locked=True)))
+        elif cell.cell_type == "code":
+            if "export_submission(grader)" in cell.source:
+                continue  # nbgrader collects the notebook itself
+            cells.append(nbformat.v4.new_code_cell(cell.source))
+    if question is not None or in_solution or in_tests:
+        raise ValueError(f"{slug}: the master ends inside a question, solution or test block")
+    return nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}})
+
+
+def _test_cells(question: str, tests: list[dict], by_test: dict[str, dict]) -> list:
+    cells = []
+    public = [t for t in tests if not t["hidden"]]
+    if public:
+        body = "\n\n\n".join(t["code"] for t in public)
+        calls = "\n".join(_call(t) for t in public)
+        cells.append(nbformat.v4.new_code_cell(
+            f"# Public checks of {question}: run after your code; the first problem stops the cell with a message.\n"
+            f"{body}\n\n\n{calls}\nprint(\"{question}: all public checks passed\")",
+            metadata=_metadata(f"{question}-public", locked=True)))
+    for test in (t for t in tests if t["hidden"]):
+        golden = by_test.get(test["name"], {})
+        load = f"from helpers.golden import use_golden\nuse_golden({golden_blob(golden)!r})\n" if golden else ""
+        points = f"{test['points']:g}"
+        cells.append(nbformat.v4.new_code_cell(
+            f"# Hidden test of {question}, worth {points} point{'s' * (points != '1')}: it runs when the notebook is graded.\n"
+            f"### BEGIN HIDDEN TESTS\n{load}{test['code']}\n\n\n{_call(test)}\n### END HIDDEN TESTS",
+            metadata=_metadata(f"{question}-{test['name']}", grade=True, locked=True, points=test["points"])))
+    return cells
+
+
+def write_course(dest: Path, slug: str, master_path: Path, golden: dict, files: list[Path]) -> Path:
+    """Write ``dest/source/<slug>/<slug>.ipynb``, the files it needs beside it, and
+    ``dest/nbgrader_config.py`` when there is none. Returns the notebook's path."""
+    folder = dest / "source" / slug
+    if folder.exists():
+        shutil.rmtree(folder)  # a rebuild replaces the assignment, never mixes two versions
+    folder.mkdir(parents=True)
+    notebook = convert(nbformat.read(master_path, as_version=4), golden, slug)
+    nbformat.validate(notebook)
+    nbformat.write(notebook, folder / f"{slug}.ipynb")
+    for path in files:
+        target = folder / path.name
+        if path.is_dir():
+            shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(path, target)
+    config = dest / "nbgrader_config.py"
+    if not config.exists():
+        config.write_text(NBGRADER_CONFIG, encoding="utf-8")
+    return folder / f"{slug}.ipynb"
+
+
+def golden_from_zip(autograder_zip: Path) -> dict:
+    """The golden file inside a built autograder zip."""
+    import zipfile
+
+    with zipfile.ZipFile(autograder_zip) as zf:
+        return json.loads(zf.read("files/golden_values.json").decode("utf-8"))
+
+
+def add_to_course(layout, slug: str, dest: Path, autograder_zip: Path | None = None) -> Path:
+    """``slug`` into the nbgrader course at ``dest``, with the golden values of its built autograder."""
+    autograder_zip = autograder_zip or layout.autograder_zip(slug)
+    return write_course(dest, slug, layout.master(slug), golden_from_zip(autograder_zip), [layout.helpers])
+
+
+# ----------------------------------------------------------------------------- course grade -> gradebook
+
+def student_of(row: dict) -> str:
+    """The nbgrader student id of a graded submission: its first folder inside the submissions
+    folder (``alice/kernel_attention.ipynb`` -> ``alice``), or its file name without the extension
+    (``alice.zip`` -> ``alice``)."""
+    parts = Path(row["file"]).parts
+    return parts[0] if len(parts) > 1 else Path(parts[0]).stem
+
+
+def _for_formgrader(nb, slug: str, row: dict, master) -> nbformat.NotebookNode:
+    """The student's notebook with nbgrader metadata on what the formgrader shows: each written
+    answer cell becomes that question's manually graded cell, and after each autograded question a
+    read-only cell per hidden test states what ``course grade`` found."""
+    manual = [config for cell in master.cells for word, config in [_raw_directive(cell)]
+              if word == "BEGIN QUESTION" and config.get("manual")]
+    cells, index, in_question, answered = [], 0, False, False
+    for cell in nb.cells:
+        text = cell.source if cell.cell_type == "markdown" else ""
+        # otter's markers, in the order they appear (one cell may end a question and begin the next)
+        for _, marker in sorted((text.find(m), m) for m in ("<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->") if m in text):
+            in_question, answered = marker.startswith("<!-- BEGIN"), False
+        if in_question and not answered and "otter_answer_cell" in cell.metadata.get("tags", []) and index < len(manual):
+            question = manual[index]
+            cell = nbformat.from_dict({**cell, "metadata": {**cell.metadata, **_metadata(
+                question["name"], solution=True, grade=True, points=question.get("points"))}})
+            index, answered = index + 1, True
+        cells.append(cell)
+        check = re.match(r'^grader\.check\("([^"]+)"\)', cell.source.strip()) if cell.cell_type == "code" else None
+        if check and check.group(1) in row.get("questions", {}):
+            for case in (c for c in row["questions"][check.group(1)]["cases"] if c["hidden"]):
+                verdict = "passed" if case["passed"] else f"failed: {case.get('message', '')}".strip()
+                cells.append(nbformat.v4.new_code_cell(
+                    f"# hidden test {case['test']} (graded by `course grade`): {verdict[:300]}",
+                    metadata=_metadata(f"{check.group(1)}-{case['test']}", grade=True, locked=True, points=case["points"])))
+    if index != len(manual):
+        raise ValueError(f"found {index} written answer cells for {len(manual)} written questions of {slug}")
+    return nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
+
+
+def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path, log=print) -> dict:
+    """Put ``course grade``'s automatic scores into the nbgrader gradebook at ``gradebook`` (the
+    course folder's ``gradebook.db``; ``nbgrader generate_assignment`` must have made the
+    assignment there), and each submission, with nbgrader metadata, under ``autograded/`` so
+    the formgrader can show it for the written answers. Returns counts of what was written."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from .worker import InvalidSubmission, read_submission_notebook
+
+    course = gradebook.resolve().parent
+    seen: dict[tuple[str, str], str] = {}
+    written = {"submissions": 0, "skipped": 0}
+    with Gradebook(f"sqlite:///{gradebook.resolve()}") as gb:
+        for row in rows:
+            slug, student = row.get("assignment"), student_of(row)
+            if not slug:
+                log(f"nbgrader: {row['file']} skipped: {row.get('message') or 'no assignment'}")
+                written["skipped"] += 1
+                continue
+            if (slug, student) in seen:
+                raise ValueError(f"two submissions of {slug} for student {student!r}: {seen[slug, student]} and {row['file']}; "
+                                 "put each student's files in a folder named after the student")
+            seen[slug, student] = row["file"]
+            try:
+                notebook = gb.find_notebook(slug, slug)
+            except MissingEntry:
+                raise ValueError(f"{slug} is not in {gradebook}: run `nbgrader generate_assignment {slug}` in "
+                                 f"{course} first") from None
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(slug, student)
+            outcomes = {f"{q}-{case['test']}": case for q, detail in row.get("questions", {}).items()
+                        for case in detail["cases"] if case["hidden"]}
+            for cell in notebook.grade_cells:
+                if cell.cell_type != "code":
+                    continue  # written answers: graded by hand in the formgrader
+                grade = gb.find_grade(cell.name, slug, slug, student)
+                case = outcomes.get(cell.name)  # missing when the run timed out or failed first
+                grade.auto_score = float(cell.max_score) if case and case["passed"] else 0.0
+            gb.db.commit()
+            try:
+                nb = read_submission_notebook(submissions / row["file"])
+            except InvalidSubmission as err:
+                log(f"nbgrader: {row['file']}: scores written, notebook not copied for the formgrader: {err}")
+            else:
+                folder = course / "autograded" / student / slug
+                folder.mkdir(parents=True, exist_ok=True)
+                nbformat.write(_for_formgrader(nb, slug, row, nbformat.read(layout.master(slug), as_version=4)),
+                               folder / f"{slug}.ipynb")
+            written["submissions"] += 1
+    return written

@@ -19,16 +19,16 @@ needs no extra file and works wherever the source notebook goes.
 from __future__ import annotations
 
 import ast
-import base64
 import json
 import re
 import shutil
 import textwrap
-import zlib
 from pathlib import Path
 
 import nbformat
 import yaml
+
+from helpers.golden import golden_blob  # the format use_golden reads, kept beside it
 
 SCHEMA_VERSION = 3
 SOLUTION_MARKER = re.compile(r"^(\s*)# (BEGIN|END) SOLUTION\s*$")
@@ -94,11 +94,6 @@ def _test(source: str) -> dict:
         raise ValueError(f"a test cell must define one test_ function, found {[f.name for f in functions]}")
     return {"name": functions[0].name, "args": [a.arg for a in functions[0].args.args], "code": code.strip("\n"),
             "points": float(config.get("points") or 0), "hidden": bool(config.get("hidden", False))}
-
-
-def golden_blob(values: dict) -> str:
-    """The golden values a test compares against, compressed into one string literal."""
-    return base64.b64encode(zlib.compress(json.dumps(values, sort_keys=True).encode("utf-8"), 9)).decode("ascii")
 
 
 def _call(test: dict) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "expect",
     "expect_between",
     "use_golden",
+    "golden_blob",
     "GoldenMismatch",
     "judge",
     "encode",
@@ -285,9 +286,17 @@ _LOADED: dict[str, tuple[float, dict]] = {}
 _GIVEN: dict[str, dict] = {}  # golden values handed over in-process by use_golden (nbgrader)
 
 
+def golden_blob(values: dict) -> str:
+    """Golden values as one compressed string literal, the form :func:`use_golden` reads."""
+    import base64
+    import zlib
+
+    return base64.b64encode(zlib.compress(json.dumps(values, sort_keys=True).encode("utf-8"), 9)).decode("ascii")
+
+
 def use_golden(blob: str) -> None:
-    """Register golden values for compare mode from a compressed string (``course build
-    --nbgrader`` writes one into each hidden test's region, so the release never holds it)."""
+    """Register golden values for compare mode from a string made by :func:`golden_blob` (``course
+    build --nbgrader`` writes one into each hidden test's region, so the release never holds it)."""
     import base64
     import zlib
 

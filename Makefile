@@ -39,6 +39,7 @@ bench: install
 	$(BIN)/python benchmarks/visualizing_attention.py
 	$(BIN)/python benchmarks/summarization.py
 	$(BIN)/python benchmarks/attention_foundations.py
+	$(BIN)/python benchmarks/pretraining.py
 	$(BIN)/python benchmarks/pdf.py
 
 clean:

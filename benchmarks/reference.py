@@ -43,6 +43,12 @@ def solved_student_notebook(layout, slug: str, folder: Path):
 def notebook_seconds(slug: str, fast: bool) -> float:
     """Seconds to run the solved student notebook top to bottom in a fresh kernel (all but the
     export cell), in the fast (``COURSE_FAST=1``) or the full setting."""
+    return run_solved_notebook(slug, fast)[0]
+
+
+def run_solved_notebook(slug: str, fast: bool):
+    """(seconds, executed notebook): the solved student notebook run top to bottom in a fresh kernel
+    (all but the export cell), in the fast (``COURSE_FAST=1``) or the full setting."""
     import os
     import tempfile
     import time
@@ -62,8 +68,8 @@ def notebook_seconds(slug: str, fast: bool) -> float:
             os.environ["COURSE_FAST"] = "1"
         try:
             started = time.perf_counter()
-            NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": tmp}}).execute()
-            return time.perf_counter() - started
+            NotebookClient(nb, kernel_name="python3", timeout=3600, resources={"metadata": {"path": tmp}}).execute()
+            return time.perf_counter() - started, nb
         finally:
             os.environ.pop("COURSE_FAST", None)
             if saved is not None:

@@ -37,12 +37,14 @@ __all__ = [
 PAD = "\u25a1"   # □ fills every example to block_size + 1 characters; the loss ignores it
 MASK = "\u2047"  # ⁇ marks where the span was cut out, and where it starts again at the end
 
-# Birthplaces, most common first: a place's weight falls as 1 / (rank + 2), so "London", the most
-# common, is the birthplace of about one person in eight (the practical's London baseline).
+# Birthplaces, most common first: a place's weight falls as 1 / (rank + 8), so "London", the most
+# common, is the birthplace of about one person in thirteen and "Sofia" of one in sixty: skewed like
+# real data, yet flat enough that guessing the common places (all a model without pretraining can
+# do for people it was never asked about) scores little.
 PLACES = ["London", "Paris", "Lagos", "Lima", "Oslo", "Cairo", "Delhi", "Tokyo", "Quito", "Dakar",
           "Kyiv", "Perth", "Hanoi", "Accra", "Bern", "Riga", "Seoul", "Porto", "Milan", "Osaka",
           "Dublin", "Havana", "Nairobi", "Lisbon", "Vienna", "Manila", "Bogota", "Prague", "Tunis", "Sofia"]
-_PLACE_WEIGHTS = [1 / (rank + 2) for rank in range(len(PLACES))]
+_PLACE_WEIGHTS = [1 / (rank + 8) for rank in range(len(PLACES))]
 
 _FIRST_NAMES = ["Ada", "Ben", "Cleo", "Dev", "Emil", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kit", "Lea", "Max",
                 "Nia", "Otto", "Pia", "Rui", "Sol", "Tam", "Uma", "Vic", "Wen", "Yara", "Zed", "Ari", "Bo",
@@ -52,9 +54,10 @@ _ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t",
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ei"]
 _JOBS = ["chemist", "painter", "sailor", "judge", "poet", "surgeon", "architect", "farmer", "pianist",
          "teacher", "engineer", "botanist", "historian", "baker", "pilot", "astronomer"]
-# The birth sentence opens every biography, so that it survives the truncation of span corruption.
+# The birth sentence opens every biography, with the place early in it, so that it survives the
+# truncation of span corruption (to at most 7/8 of the block) more often than not.
 _BIRTH = ["{name} was born in {place}.", "{name} was born in {place} in {year}.",
-          "{name} ({year}) was {a_job} born in {place}.", "{name}, {a_job}, was born in {place}.",
+          "{name}, born in {place}, was {a_job}.", "{name} came from {place}.",
           "Born in {place}, {name} became {a_job}."]
 _MORE = ["{first} worked as {a_job}.", "{first} was born in {year}.", "{first} trained as {a_job} for years.",
          "Later {first} moved abroad.", "{first} died in {death}.", "{first} wrote two books."]
@@ -69,16 +72,16 @@ _FILLER = ["The river rose early that spring.", "Most of the old maps were drawn
 class Experiment:
     """The sizes and budgets of the notebook's experiment (Parts 6 and 7), in one place."""
 
-    people: int = 240
+    people: int = 160
     block_size: int = 48
     batch_size: int = 64
     n_embd: int = 128
     n_layer: int = 4
     n_head: int = 4
-    pretrain_steps: int = 3000
+    pretrain_steps: int = 1400
     pretrain_lr: float = 2e-3
-    finetune_steps: int = 100
-    finetune_lr: float = 3e-4
+    finetune_steps: int = 80
+    finetune_lr: float = 2e-4
     eval_every: int = 10
 
     def model_size(self) -> dict:
@@ -86,11 +89,12 @@ class Experiment:
 
 
 FULL = Experiment()
-FAST = Experiment(pretrain_steps=20, finetune_steps=10, eval_every=5)
+# the fast setting only has to run every cell: a tiny model, a few steps (it learns nothing)
+FAST = Experiment(batch_size=16, n_embd=32, n_layer=2, pretrain_steps=20, finetune_steps=10, eval_every=5)
 
 
 def experiment() -> Experiment:
-    """The full setting, or the fast one under ``COURSE_FAST=1``: the same data and model, fewer steps."""
+    """The full setting, or the fast one under ``COURSE_FAST=1``: the same data, a tiny model, a few steps."""
     return FAST if fast_mode() else FULL
 
 
@@ -197,7 +201,7 @@ def read_span_example(x: str, y: str, document: str, block_size: int):
     if PAD in prefix + suffix + span:
         return bad(f"PAD may only come at the end, after the span: {text!r}")
     kept = prefix + span + suffix
-    longest = int(block_size * 7 / 8)
+    longest = block_size * 7 // 8  # the longest truncation the description allows
     if kept != document[:len(kept)]:
         return bad(f"prefix + span + suffix must be the start of the document (prefix + MASK + suffix + MASK + span): {text!r}")
     if len(kept) > longest:

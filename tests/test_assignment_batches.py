@@ -16,7 +16,7 @@ from autograder.check import _tree_differences
 from conftest import failures, variant_notebook
 
 AUTOGRADED_POINTS = {"karate_gnn": 15, "autoencoders": 14, "visualizing_attention": 14, "summarization": 43,
-                     "attention_foundations": 15}
+                     "attention_foundations": 15, "pretraining": 12}
 
 
 def variants(kind: str) -> list:

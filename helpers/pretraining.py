@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import torch
 from torch import nn
 
@@ -351,6 +352,7 @@ def train(model: GPT, batches: Callable, *, steps: int, lr: float, name: str, ev
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     log = TrainingLog(name)
+    every = max(1, min(every, steps // 10))  # at least ten points on the loss curve, even for a short run
     started, running = time.perf_counter(), []
     model.train()
     for step in progress(range(1, steps + 1), desc=f"training {name}"):
@@ -426,10 +428,13 @@ def plot_training_loss(*logs: TrainingLog):
     """The training loss of each log over its steps (log scale)."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for log in logs:
-        ax.plot(log.steps, log.losses, label=f"{log.name} ({log.seconds:.0f} s)")
+        ax.plot(log.steps, log.losses, marker="o" if len(log.steps) < 10 else None, markersize=3,
+                label=f"{log.name} ({log.seconds:.0f} s)")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy per character")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())  # 1, 2, 0.5 rather than 10^0 and 3.7x10^0
+    ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.1f"))
     ax.set_title("Training loss")
     ax.grid(alpha=0.3, which="both")
     ax.legend()
@@ -465,8 +470,9 @@ def plot_place_counts(groups: dict[str, Sequence[str]], top: int = 12):
         ax.bar([j + i * width for j in range(len(order))], [100 * count[p] / total for p in order], width,
                label=label)
     ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(order))], order, rotation=45, ha="right")
+    ax.set_xlabel("answer (the places most often given or true, most frequent first)")
     ax.set_ylabel("share of answers (%)")
-    ax.set_title(f"The {len(order)} most frequent places")
+    ax.set_title(f"The {len(order)} most frequent answers")
     ax.legend()
     fig.tight_layout()
     return fig

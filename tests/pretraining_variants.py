@@ -111,6 +111,14 @@ WRONG = [
         "must_fail_public": ["test_span_public"],
     },
     {
+        "name": "span_always_a_quarter",
+        "function": "span_corrupt",
+        "source": _span(_CUT.replace("span = int(torch.randint(0, n // 2 + 1, (1,), generator=generator))",
+                                     "span = n // 4  # BUG: right on average, but never random")),
+        "must_lose": ["test_span_hidden_distributions"],
+        "must_fail_public": ["test_span_public"],
+    },
+    {
         "name": "span_always_at_the_end",
         "function": "span_corrupt",
         "source": _span(_CUT.replace("start = int(torch.randint(0, n - span + 1, (1,), generator=generator))",

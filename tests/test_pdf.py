@@ -234,3 +234,24 @@ def test_records_say_what_was_made(made):
     _, out, _, records = made
     saved = json.loads((out / "records" / "alice.ipynb.json").read_text())
     assert saved["status"] == "ok" and saved["pages"] >= 1 and saved["sha256"] == records["alice.ipynb"]["sha256"]
+
+
+def test_every_assignment_gets_a_pdf_of_its_written_answers(layout, tmp_path):
+    """One answered student notebook per assignment that exists, in one folder: each gets its own
+    PDF with every written question's heading, the student's answer and the plot above question 1."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    slugs = layout.slugs()
+    for k, slug in enumerate(slugs):
+        nbformat.write(answered(layout, slug, f"S{k}"), folder / f"student{k}_{slug}.ipynb")
+    records = {r["submission"]: r for r in PdfMaker(layout, folder, tmp_path / "pdfs", jobs=2).run(log=lambda *_: None)}
+    for k, slug in enumerate(slugs):
+        record = records[f"student{k}_{slug}.ipynb"]
+        assert record["status"] == "ok" and record["assignment"] == slug, record
+        pdf = tmp_path / "pdfs" / record["pdf"]
+        text = text_of(pdf)
+        questions = manual_questions_of(layout.master(slug))
+        assert questions, slug
+        for i, (question, _) in enumerate(questions):
+            assert f"S{k}-ANSWER-{i}" in text and question in text, (slug, question)
+        assert f"S{k}-PRINTED" in text and images(pdf) == 1, slug

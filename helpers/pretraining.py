@@ -3,9 +3,9 @@
 Nothing here is a solution: span corruption, the finetuning examples, the two attention layers,
 the baseline and the metric are the students' to write, and the harnesses take them as arguments.
 
-The corpus is generated, not downloaded: a few thousand invented people, each with a birthplace, a
-profession and dates, told in a few short biographies of varied wording, plus filler text about
-nothing in particular. The same seed always gives the same corpus. Finetuning asks "Where was NAME
+The corpus is generated, not downloaded: invented people (160 in the notebook's experiment), each
+with a birthplace, a profession and dates, told in several short biographies of varied wording, plus
+filler text about nothing in particular. The same seed always gives the same corpus. Finetuning asks "Where was NAME
 born?" about half of the people; the other half are held out for evaluation, so a model can only
 answer about them with what it read during pretraining.
 """

@@ -28,6 +28,7 @@ import torch
 
 from .models import BUNDLED_BERT, bundled_model_path
 from .progress import progress
+from .runtime import budget
 
 __all__ = [
     "Article",
@@ -572,11 +573,13 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
                      lr: float = 1e-3, max_steps: int | None = None, seed: int = 0) -> History:
     """Train with AdamW (gradients clipped to norm 1): ``epochs`` passes over the shuffled
     training split, or ``max_steps`` batches in all if that comes first. The validation loss is
-    measured before training and after each epoch (and at the last step)."""
+    measured before training and after each epoch (and at the last step); in the fast setting on
+    the first 64 validation articles (a fast run only has to run every cell)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     per_epoch = -(-len(corpus.train) // batch_size)
     total = epochs * per_epoch if max_steps is None else min(max_steps, epochs * per_epoch)
-    history, started = History([], [(0, mean_loss(model, corpus.val, vocab, loss_fn))]), time.perf_counter()
+    val = budget(full=corpus.val, fast=corpus.val[:64])
+    history, started = History([], [(0, mean_loss(model, val, vocab, loss_fn))]), time.perf_counter()
 
     def stream():  # (epoch, batch) pairs, a new shuffle each epoch
         for index in range(epochs):
@@ -587,7 +590,7 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
     model.train()
     for step, (epoch, batch) in zip(progress(range(total), desc="training", total=total), stream()):
         if epoch != epoch_of_last:  # an epoch ended
-            history.val.append((step, mean_loss(model, corpus.val, vocab, loss_fn)))
+            history.val.append((step, mean_loss(model, val, vocab, loss_fn)))
             epoch_of_last = epoch
         loss = loss_fn(model(batch.src, batch.tgt_in), batch.targets, vocab.pad_id)
         optimizer.zero_grad()
@@ -596,7 +599,7 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
         optimizer.step()
         history.train.append(loss.item())
     history.steps = len(history.train)
-    history.val.append((history.steps, mean_loss(model, corpus.val, vocab, loss_fn)))
+    history.val.append((history.steps, mean_loss(model, val, vocab, loss_fn)))
     model.eval()
     history.seconds = time.perf_counter() - started
     return history

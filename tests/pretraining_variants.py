@@ -28,6 +28,22 @@ class CausalSelfAttention(nn.Module):
         h = self.n_head
 '''
 
+_SPLIT_HEADS = '''
+q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
+k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
+v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+'''
+
+_FINETUNE = '''
+def finetune_example(question, answer, block_size):
+    text = question + MASK + answer + MASK
+    if len(text) > block_size + 1:
+        raise ValueError("too long")
+    text = text + PAD * (block_size + 1 - len(text))
+    x, y = text[:-1], text[1:]
+    return x, PAD * (len(question) - 1) + y[len(question) - 1:]
+'''
+
 _SYNTH_HEAD = '''
 class SynthesizerAttention(nn.Module):
     def __init__(self, n_embd, n_head, block_size):
@@ -48,6 +64,18 @@ class SynthesizerAttention(nn.Module):
 
 def _method(head: str, body: str) -> str:
     return head + "\n".join("        " + line for line in body.strip("\n").splitlines()) + "\n"
+
+
+def _attention(rest: str) -> str:
+    """A CausalSelfAttention whose forward splits q, k and v into heads as usual, then runs ``rest``."""
+    return _method(_ATTENTION_HEAD, _SPLIT_HEADS + rest.lstrip("\n"))
+
+
+def _finetune(lines: str, buggy: str) -> str:
+    """A finetune_example as specified, with its body's ``lines`` replaced by ``buggy``."""
+    body = lambda text: "".join(f"    {line}\n" for line in text.splitlines())  # noqa: E731
+    assert body(lines) in _FINETUNE, lines
+    return _FINETUNE.replace(body(lines), body(buggy))
 
 
 def _span(body: str) -> str:
@@ -154,57 +182,35 @@ def span_corrupt(document, block_size, generator):
     {
         "name": "finetune_loss_on_the_question",
         "function": "finetune_example",
-        "source": '''
-def finetune_example(question, answer, block_size):
-    text = question + MASK + answer + MASK
-    if len(text) > block_size + 1:
-        raise ValueError("too long")
-    text = text + PAD * (block_size + 1 - len(text))
-    return text[:-1], text[1:]  # BUG: the question stays in the loss
-''',
+        "source": _finetune("x, y = text[:-1], text[1:]\n"
+                            "return x, PAD * (len(question) - 1) + y[len(question) - 1:]",
+                            "return text[:-1], text[1:]  # BUG: the question stays in the loss"),
         "must_lose": ["test_finetune_hidden"],
         "must_fail_public": ["test_finetune_public"],
     },
     {
         "name": "finetune_first_mask_hidden_too",
         "function": "finetune_example",
-        "source": '''
-def finetune_example(question, answer, block_size):
-    text = question + MASK + answer + MASK
-    if len(text) > block_size + 1:
-        raise ValueError("too long")
-    text = text + PAD * (block_size + 1 - len(text))
-    x, y = text[:-1], text[1:]
-    return x, PAD * len(question) + y[len(question):]  # BUG: one PAD too many
-''',
+        "source": _finetune("return x, PAD * (len(question) - 1) + y[len(question) - 1:]",
+                            "return x, PAD * len(question) + y[len(question):]  # BUG: one PAD too many"),
         "must_lose": ["test_finetune_hidden"],
         "must_fail_public": ["test_finetune_public"],
     },
     {
         "name": "finetune_silently_truncates",
         "function": "finetune_example",
-        "source": '''
-def finetune_example(question, answer, block_size):
-    text = (question + MASK + answer + MASK)[:block_size + 1]  # BUG: no error, the answer is cut
-    text = text + PAD * (block_size + 1 - len(text))
-    x, y = text[:-1], text[1:]
-    return x, PAD * (len(question) - 1) + y[len(question) - 1:]
-''',
+        "source": _finetune('text = question + MASK + answer + MASK\n'
+                            'if len(text) > block_size + 1:\n'
+                            '    raise ValueError("too long")',
+                            "text = (question + MASK + answer + MASK)[:block_size + 1]  # BUG: no error, the answer is cut"),
         "must_lose": ["test_finetune_hidden_too_long"],
         "must_fail_public": ["test_finetune_public"],
     },
     {
         "name": "finetune_exact_fit_refused",
         "function": "finetune_example",
-        "source": '''
-def finetune_example(question, answer, block_size):
-    text = question + MASK + answer + MASK
-    if len(text) >= block_size + 1:  # BUG: an exact fit is refused
-        raise ValueError("too long")
-    text = text + PAD * (block_size + 1 - len(text))
-    x, y = text[:-1], text[1:]
-    return x, PAD * (len(question) - 1) + y[len(question) - 1:]
-''',
+        "source": _finetune("if len(text) > block_size + 1:",
+                            "if len(text) >= block_size + 1:  # BUG: an exact fit is refused"),
         "must_lose": ["test_finetune_hidden_too_long"],
         "must_fail_public": ["test_finetune_public"],
     },
@@ -212,10 +218,7 @@ def finetune_example(question, answer, block_size):
     {
         "name": "attention_without_mask",
         "function": "CausalSelfAttention",
-        "source": _method(_ATTENTION_HEAD, '''
-q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
-k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
-v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+        "source": _attention('''
 w = (q @ k.transpose(-2, -1) / math.sqrt(C // h)).softmax(-1)  # BUG: no causal mask
 return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))
 '''),
@@ -225,10 +228,7 @@ return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))
     {
         "name": "attention_scaled_by_the_full_width",
         "function": "CausalSelfAttention",
-        "source": _method(_ATTENTION_HEAD, '''
-q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
-k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
-v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+        "source": _attention('''
 s = q @ k.transpose(-2, -1) / math.sqrt(C)  # BUG: sqrt(C), not sqrt(C / n_head)
 w = s.masked_fill(self.mask[:T, :T] == 0, float("-inf")).softmax(-1)
 return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))
@@ -253,10 +253,7 @@ return self.proj((w @ v).permute(0, 2, 3, 1).reshape(B, T, C))
     {
         "name": "attention_softmax_over_queries",
         "function": "CausalSelfAttention",
-        "source": _method(_ATTENTION_HEAD, '''
-q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
-k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
-v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+        "source": _attention('''
 s = (q @ k.transpose(-2, -1) / math.sqrt(C // h)).masked_fill(self.mask[:T, :T] == 0, float("-inf"))
 w = torch.nan_to_num(s.softmax(-2))  # BUG: normalised over the queries
 return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))
@@ -267,10 +264,7 @@ return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))
     {
         "name": "attention_without_output_projection",
         "function": "CausalSelfAttention",
-        "source": _method(_ATTENTION_HEAD, '''
-q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
-k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
-v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+        "source": _attention('''
 s = (q @ k.transpose(-2, -1) / math.sqrt(C // h)).masked_fill(self.mask[:T, :T] == 0, float("-inf"))
 return (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)  # BUG: no self.proj
 '''),
@@ -280,10 +274,7 @@ return (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)  # BUG: no self.proj
     {
         "name": "attention_keys_score_queries",
         "function": "CausalSelfAttention",
-        "source": _method(_ATTENTION_HEAD, '''
-q = self.query(x).view(B, T, h, C // h).transpose(1, 2)
-k = self.key(x).view(B, T, h, C // h).transpose(1, 2)
-v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+        "source": _attention('''
 s = k @ q.transpose(-2, -1) / math.sqrt(C // h)  # BUG: entry (i, j) is k_i . q_j
 w = s.masked_fill(self.mask[:T, :T] == 0, float("-inf")).softmax(-1)
 return self.proj((w @ v).transpose(1, 2).reshape(B, T, C))

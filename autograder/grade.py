@@ -6,10 +6,10 @@ does. Rows are saved atomically, one file per submission, as they finish, so an 
 killed) run resumes where it stopped; a row is reused only while the submission's bytes (sha256)
 and the autograder are unchanged.
 
-By default each submission runs sealed (:mod:`autograder.sealed`): in a bubblewrap sandbox, its
-score judged outside from the values its tests collected. ``unsafe=True`` is the plain path for
-machines where no sandbox starts: otter in a child process of the grading user, which a
-determined submission can fool.
+By default each submission runs sealed (:mod:`autograder.sealed`): in a bubblewrap sandbox, or
+where none starts and the grader is root, as a separate uid (POSIX separation), its score judged
+outside from the values its tests collected. ``unsafe=True`` is plain otter in a child process of
+the grading user, which a determined submission can fool: only for code the instructor trusts.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ import hashlib
 import io
 import json
 import os
-import queue
 import re
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -43,11 +41,10 @@ from helpers.runtime import FAST_ENV
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
-from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable
-from .sealed import Autograder, grade_sealed, runner_library
+from .sandbox import SandboxLimits, SandboxUnavailable, address_space_backstop_mb
+from .sealed import Autograder, SandboxPool
 from .worker import InvalidSubmission, assignment_of, read_submission_notebook
 
-STATUSES = ("ok", "error", "timeout", "memory", "tampered", "invalid")
 SUBMISSION_SUFFIXES = (".ipynb", ".zip")
 #: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
 SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
@@ -76,8 +73,8 @@ def sha256(path: Path) -> str:
 
 
 def _limit_memory(memory_mb: int):
-    def apply():
-        limit = memory_mb * 1024 * 1024
+    def apply():  # a backstop only: an address-space cap at the limit fails correct torch code
+        limit = address_space_backstop_mb(memory_mb) << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     return apply
 
@@ -129,9 +126,11 @@ class Grader:
     force: bool = False
     assignment: str | None = None
     autograder: Path | None = None
-    unsafe: bool = False  # plain otter grading, for machines where no sandbox can start
-    _autograders: dict = field(default_factory=dict, init=False, repr=False)
+    unsafe: bool = False  # plain otter grading in the grader's account: only for trusted code
+    threads: int | None = None  # torch/OpenMP threads per submission (default: the cores shared among jobs)
+    sandbox_mode: str | None = None  # auto, bubblewrap or posix (default: $COURSE_SANDBOX, else auto)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _prepared: set = field(default_factory=set, init=False, repr=False)
 
     def autograder_for(self, path: Path) -> tuple[str, Path, nbformat.NotebookNode]:
         """(assignment, autograder zip, notebook) of a submission; InvalidSubmission if it can't be told."""
@@ -152,16 +151,15 @@ class Grader:
 
     def loaded(self, zip_path: Path) -> Autograder:
         """The autograder zip, read once per run (its public files extracted for the sandboxes)."""
+        autograder = self._pool.autograder(zip_path)
         with self._lock:
-            if zip_path not in self._autograders:
-                folder = self._workspace / f"autograder{len(self._autograders)}"
-                self._autograders[zip_path] = Autograder.load(zip_path, folder)
-                if any("load_gpt(" in source["source"] for source in self._autograders[zip_path].sources):
-                    try:  # converted once here: the sandboxes see the cache read-only
-                        prepare_bundled_gpt()
-                    except FileNotFoundError as err:  # the model package is missing: say so, not a traceback
-                        raise CourseError(f"{zip_path.name}: its tests load the bundled GPT model: {err}") from None
-            return self._autograders[zip_path]
+            if zip_path not in self._prepared and any("load_gpt(" in s["source"] for s in autograder.sources):
+                try:  # converted once here: the sandboxes see the cache read-only
+                    prepare_bundled_gpt()
+                except FileNotFoundError as err:  # the model package is missing: say so, not a traceback
+                    raise CourseError(f"{zip_path.name}: its tests load the bundled GPT model: {err}") from None
+            self._prepared.add(zip_path)
+        return autograder
 
     def grade_one(self, path: Path, row_path: Path) -> dict:
         started = time.perf_counter()
@@ -174,7 +172,7 @@ class Grader:
         else:
             row.update(assignment=slug, autograder_sha256=sha256(zip_path))
             row.update(self.grade_notebook(path, zip_path, nb))
-            possible = possible_points(read_tests(zip_path))
+            possible = possible_points(self.loaded(zip_path).tests if not self.unsafe else read_tests(zip_path))
             for q, points in possible.items():  # every question gets a column, even on timeout
                 row["questions"].setdefault(q, {"score": 0, "possible": points, "cases": []})
         row["scores"] = {q: v["score"] for q, v in sorted(row["questions"].items())}
@@ -188,14 +186,7 @@ class Grader:
     def grade_notebook(self, path: Path, zip_path: Path, nb) -> dict:
         if self.unsafe:
             return run_worker(path, zip_path, self.limits)
-        slot = self._slots.get()
-        workspace = Path(tempfile.mkdtemp(prefix="submission-", dir=self._workspace))
-        try:
-            return grade_sealed(self._sandbox, self.loaded(zip_path), nbformat.writes(nb), workspace, slot=slot,
-                                limits=self.limits, lib=self._lib, threads=max(1, (os.cpu_count() or 1) // self.jobs))
-        finally:
-            self._slots.put(slot)
-            shutil.rmtree(workspace, ignore_errors=True)
+        return self._pool.grade(self.loaded(zip_path), nbformat.writes(nb), self.limits)
 
     def is_current(self, row_path: Path, path: Path) -> bool:
         """A saved row still holds: same submission bytes, same autograder (if it got that far), same mode."""
@@ -212,24 +203,15 @@ class Grader:
         zip_path = self.autograder or self.layout.autograder_zip(row["assignment"])
         return zip_path.is_file() and row.get("autograder_sha256") == sha256(zip_path)
 
-    def start_sandboxes(self, workspace: Path) -> None:
-        """Check that a sandbox starts here; prepare what every sandbox of this run shares."""
-        self._workspace = workspace
-        self._lib = runner_library(workspace)
-        self._slots = queue.Queue()
-        for slot in range(max(1, self.jobs)):
-            self._slots.put(slot)
-        if self.unsafe:
-            return
-        staging = workspace / "staging"
-        staging.mkdir()
+    def start_sandboxes(self) -> None:
+        """Start the sandbox this machine allows; a set-up problem stops the run with what to fix."""
+        private = [self.submissions, self.out, self.layout.solutions, self.layout.out]
+        self._pool = SandboxPool(self.jobs, threads=self.threads, mode=self.sandbox_mode,
+                                 private=[*private, *([self.autograder] if self.autograder else [])])
         try:
-            self._sandbox = Sandbox(python=Path(sys.executable), staging=staging)
-            self._sandbox.probe()
+            self._pool.start()
         except SandboxUnavailable as err:
-            raise CourseError(f"{err}\nSubmissions cannot be graded sealed on this machine. `course grade --unsafe` "
-                              "grades them with otter in your own account, where a submission can read the hidden "
-                              "tests and forge its score: use it only for code you trust.") from None
+            raise CourseError(f"submissions cannot be graded sealed on this machine yet: {err}") from None
 
     def run(self, log=print) -> list[dict]:
         if not self.submissions.is_dir():
@@ -251,43 +233,32 @@ class Grader:
                 todo.append((path, row_path))
         if rows:
             log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
-        remove_stale_workspaces()
-        workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-"))
-        workspace.chmod(0o755)  # the sandboxes' uid reads the shared files below it
+        if todo and not self.unsafe:
+            self.start_sandboxes()
+            log(f"grading sealed ({self._pool.description}): each submission in its own sandbox, scores judged "
+                "outside it")
+        elif todo:
+            log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
         try:
-            if todo:
-                self.start_sandboxes(workspace)
-                log("grading sealed: each submission in a bubblewrap sandbox, scores judged outside it"
-                    if not self.unsafe else
-                    "WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
             with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
                 futures = {pool.submit(self.grade_one, p, r): p for p, r in todo}
                 for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="submission",
                                    disable=not todo):
                     rows[futures[future]] = future.result()
         finally:
-            shutil.rmtree(workspace, ignore_errors=True)
+            if todo and not self.unsafe:
+                self._pool.close()
         ordered = [rows[p] for p in found]
         write_reports(ordered, self.out)
         return ordered
 
 
-WORKSPACE_PREFIX = "course-grade-"
-
-
-def remove_stale_workspaces() -> None:
-    """Remove the temp folders of grading runs that were killed (their pid is gone)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{WORKSPACE_PREFIX}*-*"):
-        pid = folder.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, content: str | bytes) -> None:
     """Write a file so that a reader (or a rerun after a kill) sees the old or the new content, never half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import zipfile
 from pathlib import Path
 
@@ -14,7 +15,8 @@ def read_tests(autograder_zip: str | Path) -> dict[str, list[dict]]:
     ties values to, so the two are matched by position.
     """
     questions: dict[str, list[dict]] = {}
-    with zipfile.ZipFile(autograder_zip) as zf:
+    opened = hasattr(autograder_zip, "namelist")  # an open zip, or an unpacked folder read like one
+    with contextlib.nullcontext(autograder_zip) if opened else zipfile.ZipFile(autograder_zip) as zf:
         for name in sorted(zf.namelist()):
             if not (name.startswith("tests/") and name.endswith(".py")):
                 continue

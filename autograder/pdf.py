@@ -12,12 +12,8 @@ submission bytes and options are unchanged.
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import queue
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,10 +26,10 @@ from tqdm.auto import tqdm
 
 from helpers.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
-from .grade import SLUG_PATTERN, WORKSPACE_PREFIX, Limits, find_submissions, sha256, submission_id, write_atomically
+from .grade import SLUG_PATTERN, Limits, find_submissions, sha256, submission_id, write_atomically
 from .layout import CourseError, Layout
-from .sandbox import Sandbox, SandboxUnavailable
-from .sealed import Autograder, execute_sealed, runner_library
+from .sandbox import SandboxUnavailable
+from .sealed import SandboxPool
 from .worker import InvalidSubmission, assignment_of, read_submission_notebook
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.
@@ -68,8 +64,7 @@ class PdfMaker:
     execute: bool = True  # run notebooks saved without outputs (sealed) so their plots appear
     limits: Limits = Limits()
     _questions: dict = field(default_factory=dict, init=False, repr=False)
-    _autograders: dict = field(default_factory=dict, init=False, repr=False)
-    _sandbox: object = field(default=None, init=False, repr=False)
+    _pool: "SandboxPool | SandboxUnavailable | None" = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def questions_of(self, slug: str) -> list[tuple[str, float | None]]:
@@ -87,33 +82,16 @@ class PdfMaker:
         if not zip_path.is_file():
             return None, f"no autograder at {zip_path} to run it with (run `course build {slug}`)"
         with self._lock:
-            if self._sandbox is None:
-                self._workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-pdf-"))
-                self._workspace.chmod(0o755)
-                self._lib = runner_library(self._workspace)
-                staging = self._workspace / "staging"
-                staging.mkdir()
-                self._slots = queue.Queue()
-                for slot in range(max(1, self.jobs)):
-                    self._slots.put(slot)
+            if self._pool is None:
+                self._pool = SandboxPool(self.jobs, private=[self.submissions, self.out, self.layout.solutions,
+                                                             self.layout.out])
                 try:
-                    self._sandbox = Sandbox(python=Path(sys.executable), staging=staging)
-                    self._sandbox.probe()
+                    self._pool.start()
                 except SandboxUnavailable as err:
-                    self._sandbox = err
-            if isinstance(self._sandbox, SandboxUnavailable):
-                return None, f"no sandbox can start here to run it ({str(self._sandbox)[:120]})"
-            if zip_path not in self._autograders:
-                self._autograders[zip_path] = Autograder.load(zip_path, self._workspace / f"autograder{len(self._autograders)}")
-        slot = self._slots.get()
-        workspace = Path(tempfile.mkdtemp(prefix="submission-", dir=self._workspace))
-        try:
-            text, problem = execute_sealed(self._sandbox, self._autograders[zip_path], nbformat.writes(nb), workspace,
-                                           slot=slot, limits=self.limits, lib=self._lib,
-                                           threads=max(1, (os.cpu_count() or 1) // self.jobs))
-        finally:
-            self._slots.put(slot)
-            shutil.rmtree(workspace, ignore_errors=True)
+                    self._pool = err
+        if isinstance(self._pool, SandboxUnavailable):
+            return None, f"no sandbox can start here to run it ({str(self._pool)[:160]})"
+        text, problem = self._pool.execute(self._pool.autograder(zip_path), nbformat.writes(nb), self.limits)
         return (nbformat.reads(text, as_version=4) if text else None), problem
 
     def make_one(self, path: Path) -> dict:
@@ -213,8 +191,8 @@ class PdfMaker:
                                    disable=not todo):
                     records[futures[future]] = future.result()
         finally:
-            if self._sandbox is not None:
-                shutil.rmtree(self._workspace, ignore_errors=True)
+            if isinstance(self._pool, SandboxPool):
+                self._pool.close()
         self.seconds = time.perf_counter() - started
         ordered = [records[p] for p in found]
         self.merged = self.merge(ordered)
@@ -251,10 +229,9 @@ class PdfMaker:
                                   "rendered, so it has no pages here:", record["message"]])
                     append_with_bookmarks(writer, notice, record["submission"] + " (not rendered)")
             target = self.out / f"{slug}.pdf"
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                writer.write(f)
-            os.replace(tmp, target)
+            buffer = io.BytesIO()
+            writer.write(buffer)
+            write_atomically(target, buffer.getvalue())
             merged[slug] = len(writer.pages)
         return merged
 

@@ -27,12 +27,17 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
-SUBMISSION = Path("/grading/submission")  # read-only: the notebook and job.json
-ASSETS = Path("/grading/assets")  # read-only: the assignment's public files (helpers, data)
-OUTBOX = Path("/tmp/course-outbox.jsonl")
+#: Where the grader shows this run its files (bound at /grading/... by bubblewrap; host folders
+#: shared with this run's uid under POSIX separation).
+SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"  # read-only: the notebook and job.json
+ASSETS_ENV = "COURSE_ASSETS_DIR"  # read-only: the assignment's public files (helpers, data)
+SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, "/grading/submission"))
+ASSETS = Path(os.environ.get(ASSETS_ENV, "/grading/assets"))
+OUTBOX = Path(tempfile.gettempdir()) / "course-outbox.jsonl"  # the sandbox's own temp folder
 MAX_VALUES_BYTES = 32 << 20
 MAX_NOTEBOOK_CHARS = 48 << 20  # an executed notebook sent back (the channel takes 64 MiB)
 MAX_ERROR_CHARS = 300
@@ -250,8 +255,16 @@ class Runner:
         return values
 
 
+def private_folders() -> None:
+    """IPython, Jupyter and matplotlib keep their state in the sandbox's own temp folder."""
+    tmp = tempfile.gettempdir()
+    for name, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "jupyter"), ("MPLCONFIGDIR", "matplotlib")):
+        os.environ.setdefault(name, os.path.join(tmp, sub))
+
+
 def main() -> int:
     protect_self()
+    private_folders()
     fd = int(os.environ.pop(CHANNEL_ENV))
     os.set_inheritable(fd, False)  # the kernel must not inherit the way out
     with os.fdopen(fd, "w", encoding="utf-8") as channel:

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import sys
+import tempfile
+import threading
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
@@ -24,7 +27,8 @@ from helpers.models import CACHE_ENV, model_cache_dir
 from helpers.runtime import FAST_ENV
 
 from .otter_io import read_tests
-from .sandbox import WORKDIR, Sandbox, SandboxLimits, SandboxRun
+from .sandbox import PosixSandbox, SandboxLimits, SandboxRun, grading_temp_base, open_sandbox
+from .sandbox_runner import ASSETS_ENV, SUBMISSION_ENV
 from .worker import MEMORY_MARKERS
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
@@ -48,18 +52,20 @@ class Autograder:
 
     @classmethod
     def load(cls, zip_path: Path, folder: Path) -> "Autograder":
-        tests = read_tests(zip_path)
+        """Read an autograder zip, or the folder it was unpacked into (Gradescope's
+        ``/autograder/source``); its public files go to ``folder/assets``."""
+        source = _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
+        tests = read_tests(source)
         assets = folder / "assets"
         sources = []
-        with zipfile.ZipFile(zip_path) as zf:
+        with source as zf:
             config = json.loads(zf.read("otter_config.json"))
             golden = json.loads(zf.read(f"files/{GOLDEN_FILENAME}"))["values"]
-            for info in zf.infolist():
-                name = info.filename
+            for name in zf.namelist():
                 if name.startswith("tests/") and name.endswith(".py"):
                     sources.append({"question": Path(name).stem, "source": zf.read(name).decode("utf-8")})
-                elif name.startswith("files/") and not info.is_dir() and Path(name).name != GOLDEN_FILENAME:
-                    if ".." in Path(name).parts:
+                elif name.startswith("files/") and not name.endswith("/") and Path(name).name != GOLDEN_FILENAME:
+                    if ".." in Path(name).parts or "__pycache__" in Path(name).parts:
                         continue
                     target = assets / Path(name).relative_to("files")
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +74,25 @@ class Autograder:
         _open_up(folder)
         return cls(zip_path, config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
                    golden, assets)
+
+
+class _Unpacked:
+    """An unpacked autograder folder read like its zip (``namelist``, ``read``)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def namelist(self) -> list[str]:
+        return sorted(p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
+
+    def read(self, name: str) -> bytes:
+        return (self.folder / name).read_bytes()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _open_up(folder: Path) -> None:
@@ -106,18 +131,14 @@ def runner_library(folder: Path) -> Path:
 
 
 def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
+    """What every sandboxed run starts with (the sandbox adds its own HOME and TMPDIR)."""
     return {
         "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": WORKDIR,
         "USER": "student",
         "LANG": "C.UTF-8",
-        "PYTHONPATH": "/grading/lib:/grading/assets",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "IPYTHONDIR": "/tmp/ipython",
-        "JUPYTER_RUNTIME_DIR": "/tmp/jupyter",
         "JUPYTER_PLATFORM_DIRS": "1",
         "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": "/tmp/matplotlib",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
@@ -126,15 +147,121 @@ def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
     }
 
 
-def _run_in_sandbox(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
-                    limits: SandboxLimits, lib: Path, threads: int, tests: list[dict], return_notebook: bool) -> SandboxRun:
-    """Run a notebook's cells in the sandbox, then ``tests`` (sent in only after the cells ran)."""
-    submission = workspace / "submission"
-    submission.mkdir(parents=True)
-    (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
-    (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb",
-                                                     "return_notebook": return_notebook}))
-    _open_up(workspace)
+#: Where a grading run keeps its shared files (under a temp folder the sandbox's uid can traverse).
+WORKSPACE_PREFIX = "course-grade-"
+
+
+class SandboxPool:
+    """The sandboxes of one run of ``course grade``, ``course pdf`` or the Gradescope autograder.
+
+    It finds a temp folder the sandbox's user can reach whatever ``TMPDIR`` is, starts the
+    sandbox this machine allows (:func:`autograder.sandbox.open_sandbox`: bubblewrap, else POSIX
+    separation as root), hands out job slots (one uid each), reads each autograder once, and
+    grades (:meth:`grade`) or runs (:meth:`execute`) a notebook in it. ``private`` lists what a
+    POSIX-separated submission must not be able to read (golden values, masters, results, other
+    submissions): the pool refuses to start, saying what to fix, if any of it is world-readable.
+    """
+
+    def __init__(self, jobs: int = 2, *, threads: int | None = None, mode: str | None = None,
+                 private: list[Path] = ()):
+        self.jobs = max(1, jobs)
+        self.threads = threads or max(1, (os.cpu_count() or 1) // self.jobs)
+        self.mode, self.private = mode, list(private)
+        self.sandbox = None
+        self._autograders: dict[Path, Autograder] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> "SandboxPool":
+        base = grading_temp_base()
+        remove_stale_workspaces(base)
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-", dir=base))
+        self.workspace.chmod(0o711)  # the sandboxes' uids pass through to what is shared with them
+        try:
+            self.lib = runner_library(self.workspace)
+            staging = self.workspace / "staging"
+            staging.mkdir(mode=0o711)
+            self.sandbox = open_sandbox(staging, Path(sys.executable), self.mode)
+            if isinstance(self.sandbox, PosixSandbox):
+                self.sandbox.require_private(self.private)
+        except BaseException:
+            self.close()
+            raise
+        self._slots: queue.Queue = queue.Queue()
+        for slot in range(self.jobs):
+            self._slots.put(slot)
+        return self
+
+    @property
+    def description(self) -> str:
+        """Which seal grades, for the results and the log."""
+        return getattr(self.sandbox, "description", getattr(self.sandbox, "mode", "none"))
+
+    def close(self) -> None:
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+    def __enter__(self) -> "SandboxPool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def autograder(self, zip_path: Path) -> Autograder:
+        """The autograder zip (or unpacked folder), read once per run."""
+        with self._lock:
+            if zip_path not in self._autograders:
+                folder = self.workspace / f"autograder{len(self._autograders)}"
+                self._autograders[zip_path] = Autograder.load(zip_path, folder)
+            return self._autograders[zip_path]
+
+    def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> dict:
+        """Grade one submission (its notebook's text); always returns a result dict."""
+        run = self._run(autograder, notebook_text, limits, tests=autograder.sources, return_notebook=False)
+        return {**verdict(run, autograder, limits), "sandbox": self.description}
+
+    def execute(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> tuple[str | None, str]:
+        """Run a notebook's cells as grading does, without tests: (the executed notebook's text or
+        None, what went wrong if anything)."""
+        run = self._run(autograder, notebook_text, limits, tests=[], return_notebook=True)
+        text = next((m.get("text") for m in run.messages if m.get("event") == "notebook"), None)
+        problem = verdict(run, autograder, limits)["message"]
+        if text is None and not problem:
+            problem = "the sandbox did not send the executed notebook back (larger than 48 MiB?)"
+        return (text if isinstance(text, str) else None), problem
+
+    def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
+             return_notebook: bool) -> SandboxRun:
+        """Run a notebook's cells in a sandbox, then ``tests`` (sent in only after the cells ran)."""
+        slot = self._slots.get()
+        submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
+        try:
+            (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
+            (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb",
+                                                             "return_notebook": return_notebook}))
+            self.sandbox.grant(submission, slot)  # this job's uid reads it; the others do not
+            argv, binds, env = self._command(autograder, submission, return_notebook)
+            return self.sandbox.run(argv, binds=binds, env=env, slot=slot, limits=limits,
+                                    on_message=_tests_after_cells(tests))
+        finally:
+            self._slots.put(slot)
+            shutil.rmtree(submission, ignore_errors=True)
+
+    def _command(self, autograder: Autograder, submission: Path, return_notebook: bool) -> tuple[list, list, dict]:
+        """(argv, binds, env) of the runner: paths as the sandbox shows them."""
+        sandbox = self.sandbox
+        binds = [(self.lib, "/grading/lib"), (autograder.assets, "/grading/assets"), (submission, "/grading/submission")]
+        seen = {dest: sandbox.inside(host, dest) for host, dest in binds}
+        env = sandbox_environment(Path(sys.executable).parent, self.threads)
+        env.update({"PYTHONPATH": f"{seen['/grading/lib']}:{seen['/grading/assets']}",
+                    SUBMISSION_ENV: seen["/grading/submission"], ASSETS_ENV: seen["/grading/assets"]})
+        if return_notebook:  # the notebook is wanted for its plots: Jupyter's inline backend, not Agg
+            env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+        if model_cache_dir().is_dir():  # converted models, read-only (helpers.models converts elsewhere if it must)
+            binds.append((model_cache_dir(), MODEL_CACHE))
+            env[CACHE_ENV] = sandbox.inside(model_cache_dir(), MODEL_CACHE)
+        return [sys.executable, f"{seen['/grading/lib']}/course_runner.py"], binds, env
+
+
+def _tests_after_cells(tests: list[dict]):
     request = (json.dumps(tests) + "\n").encode("utf-8")
 
     def on_message(message: dict):
@@ -142,36 +269,15 @@ def _run_in_sandbox(sandbox: Sandbox, autograder: Autograder, notebook_text: str
             return request  # the tests go in only now
         return None
 
-    binds = [(lib, "/grading/lib"), (autograder.assets, "/grading/assets"), (submission, "/grading/submission")]
-    env = sandbox_environment(Path(sys.executable).parent, threads)
-    if return_notebook:  # the notebook is wanted for its plots: Jupyter's inline backend, not Agg
-        env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    if model_cache_dir().is_dir():  # converted models, read-only (helpers.models converts elsewhere if it must)
-        binds.append((model_cache_dir(), MODEL_CACHE))
-        env[CACHE_ENV] = MODEL_CACHE
-    return sandbox.run([sys.executable, "/grading/lib/course_runner.py"], binds=binds, env=env, slot=slot,
-                       limits=limits, on_message=on_message)
+    return on_message
 
 
-def grade_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
-                 limits: SandboxLimits, lib: Path, threads: int = 1) -> dict:
-    """Grade one submission (its notebook's text); always returns a result dict."""
-    run = _run_in_sandbox(sandbox, autograder, notebook_text, workspace, slot=slot, limits=limits, lib=lib,
-                          threads=threads, tests=autograder.sources, return_notebook=False)
-    return verdict(run, autograder, limits)
-
-
-def execute_sealed(sandbox: Sandbox, autograder: Autograder, notebook_text: str, workspace: Path, *, slot: int,
-                   limits: SandboxLimits, lib: Path, threads: int = 1) -> tuple[str | None, str]:
-    """Run a notebook's cells in the sandbox, as grading does, without tests: (the executed
-    notebook's text or None, what went wrong if anything)."""
-    run = _run_in_sandbox(sandbox, autograder, notebook_text, workspace, slot=slot, limits=limits, lib=lib,
-                          threads=threads, tests=[], return_notebook=True)
-    text = next((m.get("text") for m in run.messages if m.get("event") == "notebook"), None)
-    problem = verdict(run, autograder, limits)["message"]
-    if text is None and not problem:
-        problem = "the sandbox did not send the executed notebook back (larger than 48 MiB?)"
-    return (text if isinstance(text, str) else None), problem
+def remove_stale_workspaces(base: Path) -> None:
+    """Remove the temp folders of grading runs that were killed (their pid is gone)."""
+    for folder in Path(base).glob(f"{WORKSPACE_PREFIX}*-*"):
+        pid = folder.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> dict:
@@ -196,7 +302,7 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
     elif cells and cells.get("first_error"):
         err = cells["first_error"]
         text = f"{err['ename']}: {err['evalue']}"
-        status = "memory" if any(m in text for m in MEMORY_MARKERS) else "error"
+        status = "memory" if _out_of_memory(text) else "error"
         message = f"the cell starting {err['cell']!r} raised {text}"
     elif "done" not in events:
         status = "error"
@@ -207,10 +313,20 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
             tail = run.output.strip()[-300:]
             message = ("the grading runner stopped before it finished (did the notebook kill it, or exit?)"
                        + (f": {tail}" if tail else ""))
+    short_of_memory = next((m for m in tests if _out_of_memory(m.get("error"))), None)
+    if status == "ok" and short_of_memory:  # points lost to memory are never a silent "ok"
+        where = f"the test {short_of_memory['test']}" if short_of_memory.get("test") else \
+            f"the tests of {short_of_memory.get('question')}"
+        status, message = "memory", f"{where} ran out of memory: {short_of_memory['error']}"
     if run.output_dropped and status == "ok":
         message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
     return {"status": status, "message": message[:500], "questions": questions,
-            "peak_memory_mb": round(run.peak_memory_mb), "sandbox_seconds": round(run.seconds, 2)}
+            "peak_memory_mb": round(run.peak_memory_mb), "peak_address_space_mb": round(run.peak_address_space_mb),
+            "sandbox_seconds": round(run.seconds, 2)}
+
+
+def _out_of_memory(error) -> bool:
+    return isinstance(error, str) and any(marker in error for marker in MEMORY_MARKERS)
 
 
 def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:

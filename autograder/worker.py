@@ -21,7 +21,9 @@ import nbformat
 
 from .otter_io import first_error, read_tests, summarize
 
-MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator", "out of memory")
+#: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
+MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
+                  "DefaultCPUAllocator", "out of memory")
 MAX_NOTEBOOK_BYTES = 100 << 20
 
 

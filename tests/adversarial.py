@@ -219,3 +219,69 @@ def with_attack(blank: nbformat.NotebookNode, source: str) -> nbformat.NotebookN
 
 
 __all__ = ["MARKER", "make_attacks", "metadata_attack", "malformed_files", "with_attack"]
+
+
+#: Put after a complete notebook's imports: from then on, every function the student defines
+#: returns its result off by 0.5 (floating-point tensors), wrapped as soon as its cell has run, so
+#: each hidden value is wrong while shapes and dtypes stay right, whenever the tests run (otter
+#: checks each question right after its cell). A forgery on top of it that scores more than it
+#: does honestly has beaten the grader.
+WRONG_EVERYWHERE = """
+import functools, types, torch
+def _off_by_half(function):
+    @functools.wraps(function)
+    def wrong(*args, **kwargs):
+        out = function(*args, **kwargs)
+        bump = lambda x: x + 0.5 if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+        return tuple(bump(o) for o in out) if isinstance(out, tuple) else bump(out)
+    wrong._off_by_half = True
+    return wrong
+def _wrap_new_functions(*args):
+    names = get_ipython().user_ns
+    for name, value in list(names.items()):
+        if (isinstance(value, types.FunctionType) and value.__globals__ is names and not name.startswith("_")
+                and not getattr(value, "_off_by_half", False)):
+            names[name] = _off_by_half(value)
+get_ipython().events.register("post_run_cell", _wrap_new_functions)
+"""
+
+#: One-cell attacks on an autograder that compares golden values inside the student's kernel
+#: (stock otter on Gradescope): each turns a wrong notebook into full marks there.
+GRADESCOPE_ATTACKS = {
+    "patches_the_golden_module_early": """
+import helpers.golden as golden
+golden._dispatch = lambda *args, **kwargs: None
+golden.judge = lambda spec, got: None
+""",
+    "rewrites_the_golden_file_beside_it": """
+import glob, json
+for path in set(glob.glob("**/golden_values.json", recursive=True) + glob.glob("/autograder/**/golden_values.json", recursive=True)):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        for spec in data["values"].values():
+            if spec["check"] == "close":
+                spec["rtol"] = spec["atol"] = 1e300
+            else:
+                spec["low"], spec["high"] = -1e300, 1e300
+        with open(path, "w") as f:
+            json.dump(data, f)
+    except (OSError, ValueError, KeyError):
+        pass
+""",
+    "patches_otters_test_runner": """
+import otter.test_files.abstract_test as abstract
+_recorded = abstract.TestCaseResult.__init__
+def _always_passed(self, *args, **kwargs):
+    _recorded(self, *args, **kwargs)
+    object.__setattr__(self, "passed", True)
+abstract.TestCaseResult.__init__ = _always_passed
+""",
+}
+
+
+def wrong_everywhere(complete: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    return with_attack(complete, WRONG_EVERYWHERE)
+
+
+__all__ += ["GRADESCOPE_ATTACKS", "WRONG_EVERYWHERE", "wrong_everywhere"]

@@ -41,7 +41,12 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
         names = set(zf.namelist())
         environment = yaml.safe_load(zf.read("environment.yml"))
         setup = zf.read("setup.sh").decode()
+        entry = zf.read("run_otter.py").decode()
+        loads_gpt = any("load_gpt(" in zf.read(n).decode() for n in names if n.startswith("tests/"))
     assert {"files/golden_values.json", "files/helpers/golden.py", "files/helpers/__init__.py"} <= names
+    # Gradescope runs run_otter.py: it grades sealed through the bundle's grader, shipped beside it
+    assert "from autograder.gradescope import main" in entry
+    assert {"course/autograder/gradescope.py", "course/autograder/sealed.py", "course/autograder/sandbox.py"} <= names
     assert not any("__pycache__" in name for name in names)
     # Gradescope builds its image from environment.yml: the pins' Python and the CPU build of torch.
     assert "python=3.11" in environment["dependencies"]
@@ -55,7 +60,8 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
     # A requirements list cannot say --no-deps: setup.sh installs those packages after the environment.
     no_deps = [line for line in (REPO / "requirements-no-deps.txt").read_text().splitlines() if line and line[0] != "#"]
     assert f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps)}" in setup
-    assert "prepare_bundled_gpt" not in setup  # this assignment loads no GPT: nothing converted into its image
+    assert setup.index("--no-deps") < setup.index("prepare_image()")  # then the image is readied for sealed grading
+    assert not loads_gpt  # so prepare_image converts no GPT into this assignment's image
 
 
 def test_student_notebook_and_helpers_leak_nothing(layout, fresh_notebooks):

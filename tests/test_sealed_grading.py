@@ -108,12 +108,37 @@ def test_printed_floods_are_capped_and_feedback_stays_small(graded):
     assert all(p.stat().st_size < 100_000 for p in (out / "feedback").iterdir())
 
 
-def test_grading_refuses_without_a_sandbox_and_names_the_unsafe_way(layout, tmp_path, monkeypatch):
+def test_without_bubblewrap_grading_says_how_to_fix_the_set_up_never_to_grade_unsealed(layout, tmp_path, monkeypatch):
+    """As root, POSIX separation takes over where bubblewrap cannot start; it refuses while a
+    submission could read the golden values (the bundle is world-readable) and says what to do."""
     (tmp_path / "subs").mkdir()
     shutil.copy(REPO / "notebooks" / SLUG / f"{SLUG}.ipynb", tmp_path / "subs" / "a.ipynb")
     monkeypatch.setattr("autograder.sandbox.bwrap_binary", lambda: "/bin/false")
-    with pytest.raises(CourseError, match="--unsafe"):
+    with pytest.raises(CourseError) as refused:
         Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=30)).run(log=lambda *a: None)
+    message = str(refused.value)
+    assert "--unsafe" not in message and "unsealed" not in message
+    if os.geteuid() == 0:
+        assert f"chmod o-rwx" in message and str(layout.solutions) in message, message
+    else:
+        assert "user namespaces" in message, message
+
+
+def test_a_private_tmpdir_does_not_stop_sealed_grading(layout, fresh_notebooks, tmp_path, monkeypatch):
+    """TMPDIR=/scratch/$USER (0700) as clusters set it: the sandbox's uid could not reach a staging
+    folder there, so the run keeps its shared files in a temp folder that uid can traverse."""
+    import tempfile as tempfile_module
+
+    private = tmp_path / "private-tmp"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile_module, "tempdir", None)  # re-read TMPDIR
+    (tmp_path / "subs").mkdir()
+    shutil.copy(fresh_notebooks / SLUG / f"{SLUG}.ipynb", tmp_path / "subs" / "blank.ipynb")
+    rows = Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=60)).run(log=lambda *a: None)
+    assert rows[0]["status"] in ("ok", "error") and "sandbox" in rows[0], rows[0]
+    assert "Permission denied" not in rows[0]["message"], rows[0]["message"]
+    assert rows[0]["possible"] > 0 and rows[0]["questions"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),

@@ -1,0 +1,216 @@
+"""The autograder zip on Gradescope: the submission graded sealed, as ``course grade`` grades it.
+
+Gradescope unpacks the zip into ``/autograder/source``, puts the student's upload in
+``/autograder/submission``, runs ``/autograder/run_autograder`` as root and reads
+``/autograder/results/results.json``. Stock otter would run the student's notebook and the hidden
+tests in one kernel as root, beside the golden values, where one cell can rewrite them or patch
+the test runner. Here the zip's ``run_otter.py`` calls :func:`main` instead, which:
+
+1. makes ``/autograder`` private to root (golden values, hidden tests, results and the upload);
+2. runs the notebook, then the tests, through :class:`autograder.sealed.SandboxPool`: bubblewrap
+   where it starts, else (Gradescope's containers have no user namespaces) POSIX separation, a uid
+   of its own that reads nothing of ``/autograder``, killed whole before anything is judged;
+3. judges the collected values here, as root, and writes ``results.json`` in Gradescope's format:
+   one entry per test, hidden tests visible ``after_published`` (as otter does), a visible note of
+   the status and of which seal graded.
+
+``otter run`` ignores ``run_otter.py`` and keeps grading the zip in otter's own way (golden values
+compared inside the kernel), for instructors who want it. :func:`emulate` runs the zip the way
+Gradescope does on this machine (``course gradescope-check``), and :func:`prepare_image` is what the
+zip's ``setup.sh`` adds to the image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+
+from .sandbox import SANDBOX_MODE_ENV, SandboxLimits, SandboxUnavailable
+from .worker import InvalidSubmission, read_submission_notebook
+
+#: Gradescope's folders (``otter run`` makes the same layout in a temp folder).
+GRADESCOPE_ROOT = "/autograder"
+#: Where the zip carries the grading code (this package); helpers ship in ``files/`` already.
+PACKAGE_DIR = "course"
+#: The zip's ``run_otter.py``: what Gradescope's ``run_autograder`` starts.
+ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.gradescope)."""
+import sys
+
+sys.path[:0] = ["{GRADESCOPE_ROOT}/source/{PACKAGE_DIR}", "{GRADESCOPE_ROOT}/source/files"]
+from autograder.gradescope import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main("{GRADESCOPE_ROOT}"))
+'''
+#: The limits on Gradescope: ``course grade``'s defaults (Gradescope's own timeout is longer).
+LIMITS = SandboxLimits()
+
+
+def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
+    """Grade ``<autograder_dir>/submission`` sealed; write ``results/results.json``. Exit status 0
+    when a result was written (whatever the score), 1 when the grader itself failed."""
+    root = Path(autograder_dir)
+    results = root / "results" / "results.json"
+    started = time.perf_counter()
+    try:
+        if os.geteuid() != 0:
+            raise SandboxUnavailable("the Gradescope autograder must run as root (it runs the submission as "
+                                     "another user); Gradescope does so")
+        os.chmod(root, 0o700)  # nothing under /autograder is the submission's business
+        try:
+            notebook = read_submission_notebook(find_notebook(root / "submission"))
+        except InvalidSubmission as err:
+            return _write(results, invalid_results(str(err)))
+        import nbformat
+
+        from .sealed import SandboxPool
+
+        with SandboxPool(1, threads=os.cpu_count() or 1, private=[root]) as pool:
+            autograder = pool.autograder(root / "source")
+            _prepare_models(autograder)
+            result = pool.grade(autograder, nbformat.writes(notebook), LIMITS)
+        output = gradescope_results(result, time.perf_counter() - started)
+        print(f"{output['score']:g} / {_possible(result):g} points; status {result['status']}; "
+              f"graded sealed ({result['sandbox']})")
+        return _write(results, output)
+    except SandboxUnavailable as err:
+        _write(results, failed_results(f"The submission could not be graded sealed here, so it was not graded: {err}"))
+        print(f"course autograder: {err}", file=sys.stderr)
+        return 1
+    except Exception:
+        _write(results, failed_results("The autograder failed; your instructor has been shown why."))
+        traceback.print_exc()
+        return 1
+
+
+def find_notebook(folder: Path) -> Path:
+    """The upload: the one notebook in ``folder`` (any depth), else the one zip holding it."""
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+    notebooks = [p for p in files if p.suffix == ".ipynb"]
+    if len(notebooks) == 1:
+        return notebooks[0]
+    zips = [p for p in files if p.suffix == ".zip"]
+    if not notebooks and len(zips) == 1:
+        return zips[0]
+    raise InvalidSubmission(f"the upload holds {len(notebooks)} notebooks and {len(zips)} zips; upload the one zip "
+                            "that export_submission(grader) wrote, or the one notebook")
+
+
+def _prepare_models(autograder) -> None:
+    """The image's setup converted the bundled GPT; convert it now if that step was skipped."""
+    if any("load_gpt(" in source["source"] for source in autograder.sources):
+        from helpers.models import prepare_bundled_gpt
+
+        prepare_bundled_gpt()
+
+
+def _possible(result: dict) -> float:
+    return sum(q["possible"] for q in result["questions"].values())
+
+
+def gradescope_results(result: dict, seconds: float) -> dict:
+    """A sealed grading result in Gradescope's format."""
+    tests = []
+    for question, detail in sorted(result["questions"].items()):
+        for case in detail["cases"]:
+            points = case["points"] or 0
+            tests.append({
+                "name": f"{question}: {case['test']}",
+                "score": points if case["passed"] else 0,
+                "max_score": points,
+                "status": "passed" if case["passed"] else "failed",
+                "visibility": "after_published" if case["hidden"] else "visible",
+                "output": case["message"] or ("passed" if case["passed"] else "failed"),
+            })
+    note = f"Status: {result['status']}." + (f" {result['message']}" if result["message"] else "")
+    note += f"\nGraded sealed ({result['sandbox']}) in {seconds:.0f} s."
+    tests.insert(0, {"name": "Grading", "status": "passed" if result["status"] == "ok" else "failed",
+                     "visibility": "visible", "output": note})
+    score = sum(t.get("score", 0) for t in tests)
+    return {"score": round(score, 4), "output": note, "stdout_visibility": "hidden", "tests": tests}
+
+
+def invalid_results(reason: str) -> dict:
+    text = f"This upload could not be graded: {reason}"
+    return {"score": 0, "output": text, "stdout_visibility": "hidden",
+            "tests": [{"name": "Submission", "status": "failed", "visibility": "visible", "output": text}]}
+
+
+def failed_results(text: str) -> dict:
+    return {"score": 0, "output": text, "stdout_visibility": "hidden",
+            "tests": [{"name": "Autograder", "status": "failed", "visibility": "visible", "output": text}]}
+
+
+def _write(path: Path, results: dict) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
+def prepare_image() -> None:
+    """Run by the zip's ``setup.sh`` (as root, while Gradescope builds the image): let an
+    unprivileged uid run this Python and read the converted models (traversal only, ``o+x``, on
+    the folders above them, such as ``/root``: their listings stay private), and convert the
+    bundled GPT once when the tests load it."""
+    from helpers.models import model_cache_dir, prepare_bundled_gpt
+
+    tests = Path(GRADESCOPE_ROOT, "source", "tests")
+    if any("load_gpt(" in p.read_text(encoding="utf-8") for p in tests.glob("*.py")):
+        prepare_bundled_gpt()
+    for path in (Path(os.path.realpath(sys.executable)), Path(sys.prefix), model_cache_dir()):
+        for folder in path.parents:
+            mode = os.stat(folder).st_mode
+            if not mode & 0o001:
+                os.chmod(folder, mode | 0o001)
+
+
+def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: float = 900,
+            env: dict[str, str] | None = None) -> dict:
+    """Run the autograder zip as Gradescope does, here: the zip unpacked into ``source``, the upload
+    in ``submission``, a temp folder bound at ``/autograder`` in a private mount namespace, its
+    ``run_otter.py`` run as root with this Python. ``mode`` is the seal the grader must use
+    (``posix``, as in Gradescope's containers); ``env`` adds to the grader's environment. Returns
+    the ``results.json`` written, with the grader's printed output under ``"_log"``."""
+    from .layout import CourseError
+
+    if os.geteuid() != 0:
+        raise CourseError("checking a zip as Gradescope runs it needs root (Gradescope runs it as root, and the "
+                          "grader then runs the submission as another user): run it with sudo")
+    with tempfile.TemporaryDirectory(prefix="gradescope-check-") as tmp:
+        folder = Path(tmp, "autograder")
+        for name in ("source", "submission", "results"):
+            (folder / name).mkdir(parents=True)
+        with zipfile.ZipFile(zip_path) as zf:
+            zf.extractall(folder / "source")
+        shutil.copy(submission, folder / "submission" / Path(submission).name)
+        mount_point = Path(GRADESCOPE_ROOT)
+        made = not mount_point.exists()
+        mount_point.mkdir(exist_ok=True)  # an empty folder on this machine; the run sees its own
+        try:  # (another check running at once may still use the folder: then it stays)
+            bind = 'mount --bind "$1" "$2"; shift 2; exec "$@"'
+            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind, "sh",
+                                   str(folder), GRADESCOPE_ROOT, sys.executable,
+                                   f"{GRADESCOPE_ROOT}/source/run_otter.py"],
+                                  env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True, text=True,
+                                  timeout=timeout)
+        finally:
+            if made:
+                try:
+                    mount_point.rmdir()
+                except OSError:
+                    pass
+        results = folder / "results" / "results.json"
+        if not results.is_file():
+            raise CourseError(f"the autograder wrote no results.json:\n{(done.stdout + done.stderr)[-3000:]}")
+        output = json.loads(results.read_text(encoding="utf-8"))
+        output["_log"] = (done.stdout + done.stderr)[-3000:]
+        return output

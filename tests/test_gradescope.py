@@ -1,0 +1,133 @@
+"""The autograder zip run the way Gradescope runs it: sealed there as `course grade` is here.
+
+Gradescope unpacks the zip into /autograder/source, puts the upload in /autograder/submission and
+runs the zip's entry point as root in a container without user namespaces. `emulate` does that on
+this machine (a temp folder bound at /autograder in a private mount namespace) and forces the
+grader's POSIX separation, the mode Gradescope's containers get. The three one-cell forgeries that
+give a wrong notebook full marks under stock otter (the control below) must score what the wrong
+notebook scores honestly; the complete sample, its export zip and a known-wrong variant score as
+`course grade` scores them; the repository's attacks score nothing and leave nothing running.
+"""
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import nbformat
+import pytest
+
+from adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywhere
+from autograder.gradescope import emulate
+from autograder.grade import Limits, run_worker
+from conftest import SLUG, variant_notebook
+from test_sealed_grading import processes_with
+
+#: The repository's attacks that end by themselves (the two that wait for the time limit test
+#: the same timer on both paths, and Gradescope's limit is 300 s).
+SLOW = {"sleeps", "spins_in_c_with_setsid_children"}
+
+
+def _variant() -> str:
+    from kernel_attention_variants import WRONG
+
+    return variant_notebook(next(v for v in WRONG if v["name"] == "softmax_missing_sqrt_d"))
+
+
+VARIANT = _variant()
+
+
+@pytest.fixture(scope="module")
+def root_only():
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("the Gradescope emulation needs root (a mount namespace, and a uid to drop to)")
+        pytest.skip("the Gradescope emulation needs root")
+
+
+@pytest.fixture(scope="module")
+def uploads(submissions, tmp_path_factory):
+    """{name: path} of what is uploaded: samples, a variant, the wrong notebook and its forgeries."""
+    folder, expected, _ = submissions
+    out = tmp_path_factory.mktemp("gradescope_uploads")
+    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+    wrong = wrong_everywhere(complete)
+    nbformat.write(wrong, out / "wrong_everywhere.ipynb")
+    for name, cell in GRADESCOPE_ATTACKS.items():
+        nbformat.write(with_attack(wrong, cell), out / f"{name}.ipynb")
+    found = {p.stem: p for p in out.glob("*.ipynb")}
+    found.update({"complete": folder / "samples" / "complete.ipynb",
+                  "complete_export": folder / "samples" / "complete_export.zip",
+                  "variant": folder / "variants" / f"{VARIANT}.ipynb",
+                  "two_notebooks": folder / "adversarial" / "two_notebooks.zip"})
+    for path in sorted((folder / "adversarial").glob("*.ipynb")):
+        if path.stem not in SLOW and f"adversarial/{path.name}" in expected:
+            found[f"attack:{path.stem}"] = path
+    return found
+
+
+@pytest.fixture(scope="module")
+def gradescope(root_only, layout, uploads):
+    """{name: results.json} of every upload graded through the zip as Gradescope runs it; two at
+    once, each pair with its own sandbox uid (one container each on Gradescope)."""
+    zip_path = layout.autograder_zip(SLUG)
+
+    def run(item):
+        index, (name, path) = item
+        return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(64100 + 10 * (index % 2))})
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, enumerate(sorted(uploads.items()))))
+
+
+def test_stock_otter_gives_a_wrong_notebook_full_marks_under_each_forgery(layout, uploads, gradescope):
+    """The control: otter comparing golden values in the student's kernel is fooled by each one
+    (so the sealed scores below show the seal at work, not dud attacks)."""
+    honest = gradescope["wrong_everywhere"]["score"]
+    for name in GRADESCOPE_ATTACKS:
+        result = run_worker(uploads[name], layout.autograder_zip(SLUG), Limits(timeout=120, memory_mb=4096))
+        forged = sum(q["score"] for q in result["questions"].values())
+        assert forged == 22 > honest, (name, forged, result["message"])
+
+
+def test_forgeries_score_what_the_wrong_notebook_scores_honestly(gradescope):
+    honest = gradescope["wrong_everywhere"]
+    assert honest["score"] < 22 and "posix" in honest["output"], honest["output"]
+    for name in GRADESCOPE_ATTACKS:
+        assert gradescope[name]["score"] <= honest["score"], (name, gradescope[name]["output"])
+
+
+def test_correct_and_wrong_notebooks_score_as_course_grade_scores_them(gradescope, graded):
+    rows = graded[0]
+    for name, row in (("complete", "samples/complete.ipynb"), ("complete_export", "samples/complete_export.zip")):
+        assert gradescope[name]["score"] == 22 == rows[row]["total"], gradescope[name]["output"]
+        assert "Status: ok." in gradescope[name]["output"]
+    assert gradescope["variant"]["score"] == rows[f"variants/{VARIANT}.ipynb"]["total"] < 22
+
+
+def test_results_are_in_gradescopes_format_with_hidden_tests_after_publishing(gradescope):
+    results = gradescope["variant"]
+    tests = results["tests"]
+    assert tests[0]["name"] == "Grading" and tests[0]["visibility"] == "visible"
+    graded = [t for t in tests[1:]]
+    assert {t["visibility"] for t in graded} == {"visible", "after_published"}
+    assert all(set(t) >= {"name", "score", "max_score", "status", "output"} for t in graded)
+    assert sum(t["max_score"] for t in graded) == 22
+    assert results["score"] == sum(t["score"] for t in graded)
+    failed = [t for t in graded if t["status"] == "failed" and t["visibility"] == "after_published"]
+    assert failed and all("differ" in t["output"] or "raised" in t["output"] for t in failed)
+    json.dumps(results)  # plain JSON
+
+
+def test_attacks_score_nothing_and_leave_nothing_running(gradescope):
+    attacks = {name: result for name, result in gradescope.items() if name.startswith("attack:")}
+    assert len(attacks) >= 12
+    for name, result in attacks.items():
+        assert result["score"] == 0, (name, result["output"])
+    assert "processes" in attacks["attack:bounded_process_flood"]["output"]
+    assert "memory" in attacks["attack:memory_split_over_children"]["output"]
+    assert processes_with(MARKER) == [] and processes_with("course_runner.py") == []
+
+
+def test_an_upload_that_is_not_one_notebook_is_refused_with_a_reason(gradescope):
+    results = gradescope["two_notebooks"]
+    assert results["score"] == 0 and "could not be graded" in results["output"], results["output"]

@@ -1,0 +1,53 @@
+"""Limits that measure what they name: memory is what a submission's processes hold, never the
+address space torch reserves; running out of it, in a cell or in a test, is reported as such."""
+
+import os
+import sys
+from pathlib import Path
+
+from autograder.sandbox import Sandbox, SandboxLimits, SandboxRun, address_space_backstop_mb
+from autograder.sealed import Autograder, verdict
+
+AUTOGRADER = Autograder(zip_path=Path("a.zip"), name="a",
+                        tests={"q1": [{"test": "test_big", "points": 2, "hidden": True}]}, sources=[],
+                        golden={"big/value": {"test": "test_big", "check": "between", "low": 0, "high": 1}},
+                        assets=Path("."))
+
+
+def run_with(test_error: str, first_error=None) -> SandboxRun:
+    return SandboxRun(messages=[
+        {"event": "cells_done", "first_error": first_error, "kernel_died": None},
+        {"event": "test", "question": "q1", "test": "test_big", "passed": False, "error": test_error, "values": []},
+        {"event": "done"}])
+
+
+def test_running_out_of_memory_inside_a_test_makes_the_row_memory_and_names_the_test():
+    for error in ("MemoryError: ", "RuntimeError: Cannot allocate memory (os error 12)",
+                  "RuntimeError: [enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: not enough memory"):
+        result = verdict(run_with(error), AUTOGRADER, SandboxLimits())
+        assert result["status"] == "memory", (error, result)
+        assert "test_big" in result["message"] and "out of memory" in result["message"]
+        assert result["questions"]["q1"]["score"] == 0
+
+
+def test_an_ordinary_failing_test_is_no_memory_problem():
+    result = verdict(run_with("AssertionError: shapes differ"), AUTOGRADER, SandboxLimits())
+    assert result["status"] == "ok" and result["questions"]["q1"]["score"] == 0
+
+
+def test_a_cell_short_of_memory_is_named():
+    error = {"cell": "model = load_gpt()", "index": 3, "ename": "MemoryError", "evalue": "os error 12"}
+    result = verdict(run_with("", first_error=error), AUTOGRADER, SandboxLimits())
+    assert result["status"] == "memory" and "load_gpt" in result["message"]
+
+
+def test_the_address_space_cap_is_a_backstop_far_above_the_memory_limit():
+    limits = SandboxLimits(memory_mb=3072)
+    backstop = address_space_backstop_mb(limits.memory_mb)
+    assert backstop >= 8 * limits.memory_mb
+    assert backstop >= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    sandbox = Sandbox.__new__(Sandbox)  # the command line only: no bwrap needed
+    sandbox.bwrap, sandbox.as_root, sandbox.system_binds, sandbox.binds = "bwrap", False, [], []
+    sandbox.staging = Path("/nonexistent")
+    command = sandbox.command([sys.executable], [], {}, 0, limits)
+    assert f"--as={backstop << 20}" in command and f"--as={limits.memory_mb << 20}" not in command

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,8 @@ def cmd_grade(args) -> int:
     grader = Grader(layout, Path(args.submissions).resolve(), Path(args.out).resolve(),
                     Limits(timeout=args.timeout, memory_mb=args.memory, processes=args.processes), jobs=args.jobs,
                     force=args.force, assignment=args.assignment,
-                    autograder=Path(args.autograder).resolve() if args.autograder else None, unsafe=args.unsafe)
+                    autograder=Path(args.autograder).resolve() if args.autograder else None, unsafe=args.unsafe,
+                    sandbox_mode=args.sandbox)
     rows = grader.run()
     print(format_table(rows))
     if args.nbgrader_gradebook:
@@ -67,6 +69,21 @@ def cmd_pdf(args) -> int:
     records = maker.run()
     print(summary(maker, records))
     print(f"{len(records)} submission(s) in {maker.seconds:.1f} s; PDFs in {maker.out}/<assignment>/")
+    return 0
+
+
+def cmd_gradescope_check(args) -> int:
+    from .gradescope import emulate
+
+    results = emulate(Path(args.zip).resolve(), Path(args.submission).resolve(), mode=args.sandbox)
+    log = results.pop("_log", "")
+    if args.verbose:
+        print(log)
+    print(json.dumps(results, indent=1) if args.json else results["output"])
+    if not args.json:
+        for test in results["tests"][1:]:
+            print(f"  {test['name']}: {test.get('score', 0):g}/{test.get('max_score', 0):g} ({test['visibility']})")
+        print(f"score: {results['score']:g}")
     return 0
 
 
@@ -106,9 +123,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--memory", type=int, default=4096,
                    help="memory limit in MB for all processes of one submission together (default 4096)")
     g.add_argument("--processes", type=int, default=64, help="processes one submission may run at once (default 64)")
+    g.add_argument("--sandbox", choices=("auto", "bubblewrap", "posix"), default=None,
+                   help="how to seal: bubblewrap where it starts, else a separate uid as root (auto, the default; "
+                        "or $COURSE_SANDBOX)")
     g.add_argument("--unsafe", action="store_true",
-                   help="grade without the sandbox (plain otter in your account), where no sandbox can start; "
-                        "a submission can then read hidden tests and forge its score")
+                   help="grade without any seal (plain otter in your account), for code you trust only: a "
+                        "submission can then read hidden tests and forge its score")
     g.add_argument("--force", action="store_true", help="regrade submissions that already have a row")
     g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
@@ -130,6 +150,16 @@ def parser() -> argparse.ArgumentParser:
                    help="do not run notebooks saved without outputs (by default they run sealed, as in grading)")
     f.add_argument("--timeout", type=float, default=300, help="seconds to run such a notebook (default 300)")
     f.set_defaults(func=cmd_pdf)
+
+    gs = sub.add_parser("gradescope-check", help="grade one submission with an autograder zip the way Gradescope "
+                                                 "runs it (as root: the zip in /autograder, sealed by a separate uid)")
+    gs.add_argument("zip", help="the autograder zip (out/autograders/<slug>-autograder.zip)")
+    gs.add_argument("submission", help="a notebook or an export zip, as a student uploads it")
+    gs.add_argument("--sandbox", choices=("posix", "bubblewrap", "auto"), default="posix",
+                    help="the seal the grader must use (default posix: Gradescope's containers have no user namespaces)")
+    gs.add_argument("--json", action="store_true", help="print results.json as Gradescope reads it")
+    gs.add_argument("--verbose", action="store_true", help="also print what the autograder printed")
+    gs.set_defaults(func=cmd_gradescope_check)
 
     c = sub.add_parser("check", help="rebuild into a temp folder, compare with notebooks/, look for leaks")
     c.add_argument("slugs", nargs="*", help="assignments to check (default: all)")

@@ -1,4 +1,11 @@
-"""``course demo``: the whole flow on sample submissions, for a newcomer to watch."""
+"""``course demo``: the whole flow on sample submissions, for a newcomer to watch.
+
+Every assignment is built and three of its samples are graded with ``course grade``'s own default
+limits: the complete notebook and its export zip, which must get full marks (the demo fails loudly
+otherwise: it proves the references), and a partly done notebook whose feedback is shown. The bad
+inputs a grader must survive (untouched, raising, looping, memory hog, corrupted, a zip without a
+notebook) are shown once, on the quickest assignment, with a short time limit for the loop.
+"""
 
 from __future__ import annotations
 
@@ -11,33 +18,80 @@ from .grade import Grader, Limits, format_table
 from .layout import Layout
 from .samples import write_samples
 
+#: Graded for every assignment, with the default limits.
+ASSIGNMENT_SAMPLES = ("complete.ipynb", "complete_export.zip", "partial.ipynb")
+#: Must get full marks with status ok: the references, as a notebook and as a student's export.
+FULL_MARKS = ("complete.ipynb", "complete_export.zip")
+#: Shown once: what the grader does with submissions that break.
+BAD_INPUTS = ("blank.ipynb", "raising.ipynb", "looping.ipynb", "memory_hog.ipynb", "corrupted.ipynb",
+              "no_notebook.zip")
+BAD_INPUTS_ASSIGNMENT = "kernel_attention"  # the quickest to grade
+#: The loop only has to be seen hitting the limit: 20 s instead of the default 300 s.
+BAD_INPUT_LIMITS = Limits(timeout=20)
+
 
 def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = False) -> int:
     out = out or layout.out / "demo"
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
     expected = {}
-    for slug in layout.slugs():
+    slugs = layout.slugs()
+    for slug in slugs:
         log(f"== building {slug} (executes the reference solution and records golden values)")
         build(layout, slug, log=log)
-        for name, status in write_samples(layout, slug, out / "submissions" / slug).items():
+        for name, status in write_samples(layout, slug, out / "submissions" / slug, only=ASSIGNMENT_SAMPLES).items():
             expected[f"{slug}__{name}"] = status
-    log(f"\n== grading {len(expected)} sample submissions (complete, partial, blank, raising, looping, "
-        "memory hog, corrupted, zip without notebook)")
-    rows = Grader(layout, out / "submissions", out / "results", Limits(timeout=60, memory_mb=3072), jobs=2,
-                  unsafe=unsafe).run(log=log)
+    bad_slug = BAD_INPUTS_ASSIGNMENT if BAD_INPUTS_ASSIGNMENT in slugs else slugs[0]
+    bad = write_samples(layout, bad_slug, out / "bad_inputs" / bad_slug, only=BAD_INPUTS)
+    expected.update({f"{bad_slug}__{name}": status for name, status in bad.items()})
+
+    log(f"\n== grading {3 * len(slugs)} sample submissions: each assignment's complete notebook, its export zip "
+        f"and a partly done notebook (limits as `course grade`'s defaults)")
+    rows = Grader(layout, out / "submissions", out / "results", Limits(), jobs=2, unsafe=unsafe).run(log=log)
     log("\n" + format_table(rows))
-    wrong = [f"{r['submission']}: status {r['status']}, expected {expected[r['submission']]}"
-             for r in rows if r["status"] not in expected[r["submission"]]]
-    log(f"\nDemo finished in {time.perf_counter() - started:.0f} s. " + (
-        "Graded UNSAFE (--unsafe): otter in your own account." if unsafe else
-        "Graded sealed: each submission ran in a bubblewrap sandbox (no network, read-only system, nothing "
-        "of the bundle in sight) and its score was judged outside it from the values its tests collected."))
+    log(f"\n== grading {len(bad)} bad inputs to {bad_slug} (untouched, raising, looping, memory hog, corrupted, a zip "
+        f"without a notebook); the loop meets a {BAD_INPUT_LIMITS.timeout:g} s limit")
+    bad_rows = Grader(layout, out / "bad_inputs", out / "results_bad_inputs", BAD_INPUT_LIMITS, jobs=2,
+                      unsafe=unsafe).run(log=log)
+    log("\n" + format_table(bad_rows))
+
+    partial = next((r for r in rows if r["submission"].endswith("partial.ipynb")), None)
+    if partial:
+        feedback = out / "results" / "feedback" / f"{partial['submission']}.txt"
+        log(f"\n== what a student reads: {feedback}")
+        log("\n".join(feedback.read_text(encoding="utf-8").splitlines()[:14]) + "\n  ...")
+
+    problems = unexpected(rows + bad_rows, expected)
+    sealing = "UNSAFE (--unsafe): otter in your own account" if unsafe else \
+        f"sealed ({rows[0].get('sandbox', 'sandbox') if rows else 'sandbox'}): each submission in its own sandbox, " \
+        "its score judged outside it from the values its tests collected"
+    log(f"\nDemo finished in {time.perf_counter() - started:.0f} s. Graded {sealing}.")
     log(f"  student notebooks:  {layout.notebooks}/")
-    log(f"  autograder zips:    {layout.out / 'autograders'}/")
-    log(f"  sample submissions: {out / 'submissions'}/")
+    log(f"  autograder zips:    {layout.out / 'autograders'}/ (upload one to Gradescope as it is)")
+    log(f"  sample submissions: {out / 'submissions'}/ and {out / 'bad_inputs'}/")
     log(f"  scores:             {out / 'results' / 'results.csv'} (and results.json)")
     log(f"  feedback:           {out / 'results' / 'feedback'}/")
-    for line in wrong:
+    log(f"  TAs' PDFs:          course pdf {out / 'submissions'} --out {out / 'pdfs'}")
+    for line in problems:
         log(f"UNEXPECTED {line}")
-    return 1 if wrong else 0
+    if not problems:
+        log(f"Every reference scored full marks ({len(slugs)} assignments, notebook and export zip).")
+    return 1 if problems else 0
+
+
+def unexpected(rows: list[dict], expected: dict[str, tuple]) -> list[str]:
+    """What the demo must not show: a status other than expected, or a reference short of full marks."""
+    problems = []
+    for row in rows:
+        name = row["submission"]
+        if row["status"] not in expected.get(name, ()):
+            problems.append(f"{name}: status {row['status']}, expected {' or '.join(expected.get(name, ('?',)))}"
+                            + (f" ({row['message'][:200]})" if row["message"] else ""))
+        elif name.split("__")[-1] in FULL_MARKS and row["total"] != row["possible"]:
+            lost = [f"{q} {v['score']:g}/{v['possible']:g}" for q, v in sorted(row["questions"].items())
+                    if v["score"] != v["possible"]]
+            problems.append(f"{name}: the reference scored {row['total']:g}/{row['possible']:g} "
+                            f"({', '.join(lost)}){': ' + row['message'][:200] if row['message'] else ''}")
+    missing = set(expected) - {row["submission"] for row in rows}
+    problems += [f"{name}: no row" for name in sorted(missing)]
+    return problems

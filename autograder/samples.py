@@ -51,11 +51,11 @@ def _with_cell(nb, index: int, source: str):
 
 
 def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path | None = None,
-                  grader_samples: bool = True) -> dict[str, tuple]:
+                  grader_samples: bool = True, only: tuple[str, ...] | None = None) -> dict[str, tuple]:
     """Write the samples for ``slug`` into ``folder``; returns file name -> expected statuses.
 
     ``notebooks_dir`` is where the built student notebooks are (default: ``notebooks/``);
-    ``grader_samples=False`` leaves out ``GRADER_SAMPLES``.
+    ``grader_samples=False`` leaves out ``GRADER_SAMPLES``; ``only`` names the samples to write.
     """
     solution = nbformat.read(layout.solution_notebook(slug), as_version=4)
     student_path = (notebooks_dir or layout.notebooks) / slug / f"{slug}.ipynb"
@@ -64,6 +64,7 @@ def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path |
     todo = sorted(answers)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{slug}.ipynb"
+    wanted = [n for n in EXPECTED_STATUS if (grader_samples or n not in GRADER_SAMPLES) and (only is None or n in only)]
 
     def answered(done) -> nbformat.NotebookNode:
         """The student notebook with the TODO cells at these reference indices solved."""
@@ -73,25 +74,37 @@ def write_samples(layout: Layout, slug: str, folder: Path, notebooks_dir: Path |
         return nb
 
     complete = answered(todo)  # what a student who solved every code question hands in
-    nbformat.write(complete, folder / "complete.ipynb")
-    nbformat.write(student, folder / "blank.ipynb")
+
+    def raising() -> nbformat.NotebookNode:
+        nb = copy.deepcopy(complete)
+        first = nb.cells[answers[todo[0]]]
+        first.source = 'raise RuntimeError("I will finish this part later")\n' + first.source
+        return nb
+
+    def zipped(entries: dict[str, str]):
+        def write(path: Path) -> None:
+            with zipfile.ZipFile(path, "w") as zf:
+                for entry, text in entries.items():
+                    zf.writestr(entry, text)
+        return write
+
     text = nbformat.writes(complete)
-    (folder / "corrupted.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
-    with zipfile.ZipFile(folder / "no_notebook.zip", "w") as zf:
-        zf.writestr("answers.txt", "I could not get the notebook to save.")
-    if not grader_samples:
-        return {name: status for name, status in EXPECTED_STATUS.items() if name not in GRADER_SAMPLES}
-
-    with zipfile.ZipFile(folder / "complete_export.zip", "w") as zf:
-        zf.writestr(name, nbformat.writes(complete))
-    nbformat.write(answered(todo[: len(todo) // 2]), folder / "partial.ipynb")
-    raising = copy.deepcopy(complete)
-    first = raising.cells[answers[todo[0]]]
-    first.source = 'raise RuntimeError("I will finish this part later")\n' + first.source
-    nbformat.write(raising, folder / "raising.ipynb")
-
-    nbformat.write(_with_cell(complete, answers[todo[0]], "while True:  # an endless loop\n    pass"),
-                   folder / "looping.ipynb")
-    nbformat.write(_with_cell(complete, answers[todo[0]], "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over the demo limit"),
-                   folder / "memory_hog.ipynb")
-    return dict(EXPECTED_STATUS)
+    writers = {
+        "complete.ipynb": lambda: complete,
+        "complete_export.zip": zipped({name: text}),
+        "partial.ipynb": lambda: answered(todo[: len(todo) // 2]),
+        "blank.ipynb": lambda: student,
+        "raising.ipynb": raising,
+        "looping.ipynb": lambda: _with_cell(complete, answers[todo[0]], "while True:  # an endless loop\n    pass"),
+        "memory_hog.ipynb": lambda: _with_cell(complete, answers[todo[0]],
+                                               "import numpy as np\nhog = np.ones(2**30)  # 8 GiB, over any grading limit"),
+        "corrupted.ipynb": lambda path: path.write_text(text[: len(text) // 2], encoding="utf-8"),
+        "no_notebook.zip": zipped({"answers.txt": "I could not get the notebook to save."}),
+    }
+    for sample in wanted:
+        writer = writers[sample]
+        if sample.endswith(".zip") or sample == "corrupted.ipynb":
+            writer(folder / sample)
+        else:
+            nbformat.write(writer(), folder / sample)
+    return {sample: EXPECTED_STATUS[sample] for sample in wanted}

@@ -143,6 +143,7 @@ def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
+        "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads sleep: jobs share the cores without spinning
         FAST_ENV: "1",
     }
 

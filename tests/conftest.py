@@ -34,8 +34,7 @@ BATCH_LIMITS = {  # the batches that need other limits than LIMITS
     # its notebook grades in under 20 s, and its batch holds the samples and attacks that must run
     # into the time limit: a shorter one saves a minute
     "kernel_attention": Limits(timeout=40, memory_mb=3072),
-    # the notebook holds both pretrained models and its tests load their own copies (the limit caps
-    # each process's address space, where mapped weights count while loading); `course grade`'s default
+    # the notebook holds both pretrained models and its tests load their own copies
     "visualizing_attention": Limits(timeout=60, memory_mb=4096),
     # trains a small transformer for 10 steps and decodes with three strategies before its tests
     "summarization": Limits(timeout=120, memory_mb=3072),
@@ -88,6 +87,36 @@ def listener():
     server = Listener()
     yield server
     server.close()
+
+
+#: torch's threads per grading process for the references: what a 16-core server would start.
+REFERENCE_THREADS = 16
+
+
+def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
+    """{file: row} of one sealed grading batch. The references (the complete sample, its zip and
+    the students' exports) are graded apart, two at once, with `course grade`'s default limits and
+    torch at REFERENCE_THREADS threads per process, as a bigger machine would grade them: no
+    correct submission may lose a point to a limit there."""
+    references = [folder / "samples" / "complete.ipynb", folder / "samples" / "complete_export.zip",
+                  *sorted((folder / "exports").glob("*.zip"))]
+    aside = folder.parent / f"{folder.name}_references"
+    moved = []
+    try:
+        for path in references:
+            if path.exists():
+                target = aside / path.relative_to(folder)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                path.rename(target)
+                moved.append((path, target))
+        quiet = lambda *args: None  # noqa: E731
+        rows = Grader(layout, folder, out, limits, jobs=2).run(log=quiet)
+        rows += Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=2,
+                       threads=REFERENCE_THREADS).run(log=quiet)
+    finally:
+        for path, target in moved:
+            target.rename(path)
+    return {row["file"]: row for row in rows}
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -170,9 +199,9 @@ def graded(layout, submissions):
     """{file: row} of the one sealed grading run, and its results folder."""
     folder, _, paths = submissions
     out = paths["results"]
-    rows = Grader(layout, folder, out, BATCH_LIMITS[SLUG], jobs=2).run(log=lambda *a: None)
+    rows = grade_batch(layout, folder, out, BATCH_LIMITS[SLUG])
     paths["digest_after_grading"] = tree_digest(folder)
-    return {row["file"]: row for row in rows}, out
+    return rows, out
 
 
 def failures(row: dict, hidden: bool) -> set[str]:
@@ -206,8 +235,8 @@ def assignment_batch(layout, tmp_path_factory):
             folder = tmp_path_factory.mktemp(f"{slug}_submissions")
             expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, ("without_latex",))
             limits = BATCH_LIMITS.get(slug, LIMITS)
-            rows = Grader(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), limits, jobs=2).run(log=lambda *a: None)
-            batches[slug] = Batch({row["file"]: row for row in rows}, expected, folder, notebooks)
+            rows = grade_batch(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), limits)
+            batches[slug] = Batch(rows, expected, folder, notebooks)
         return batches[slug]
 
     return get

@@ -51,3 +51,19 @@ def test_the_address_space_cap_is_a_backstop_far_above_the_memory_limit():
     sandbox.staging = Path("/nonexistent")
     command = sandbox.command([sys.executable], [], {}, 0, limits)
     assert f"--as={backstop << 20}" in command and f"--as={limits.memory_mb << 20}" not in command
+
+
+def test_the_demo_calls_a_reference_short_of_full_marks_unexpected():
+    from autograder.demo import unexpected
+
+    def row(name, status, total, possible=10):
+        return {"submission": name, "status": status, "total": total, "possible": possible, "message": "",
+                "questions": {"q1": {"score": total, "possible": possible}}}
+
+    expected = {"a__complete.ipynb": ("ok",), "a__complete_export.zip": ("ok",), "a__partial.ipynb": ("ok", "error")}
+    fine = [row("a__complete.ipynb", "ok", 10), row("a__complete_export.zip", "ok", 10), row("a__partial.ipynb", "ok", 4)]
+    assert unexpected(fine, expected) == []
+    short = [row("a__complete.ipynb", "ok", 6), *fine[1:]]  # the demo of issue 26: status ok, 4 points gone
+    assert unexpected(short, expected) == ["a__complete.ipynb: the reference scored 6/10 (q1 6/10)"]
+    assert unexpected(fine[:2], expected) == ["a__partial.ipynb: no row"]
+    assert "status timeout" in unexpected([row("a__complete.ipynb", "timeout", 0), *fine[1:]], expected)[0]

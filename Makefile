@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # (never let pip build llama-cpp-python): requirements-no-deps.txt.
 NO_DEPS := requirements-no-deps.txt
 
-.PHONY: install demo test build check bench clean
+.PHONY: install demo test test-fast build check bench clean
 
 install: $(STAMP)
 
@@ -24,6 +24,10 @@ demo: install
 
 test: install
 	COURSE_FAST=1 $(BIN)/python -m pytest
+
+# Every test that grades no batch of notebooks: for iterating on one module (under 5 minutes).
+test-fast: install
+	COURSE_FAST=1 $(BIN)/python -m pytest -m "not batch"
 
 build: install
 	$(BIN)/course build

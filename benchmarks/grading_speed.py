@@ -1,6 +1,8 @@
 """Seconds per submission, side by side on the same kernel_attention submissions, two at a time:
 
 - sealed ``course grade --jobs 2`` (bubblewrap sandbox, scores judged outside);
+- the autograder zip run as Gradescope runs it (``course gradescope-check``: POSIX separation, a
+  uid of its own, as in Gradescope's containers), two containers at a time (as root only);
 - plain ``otter run`` with the same autograder zip (compare mode), two processes at a time;
 - the notebook executed by nbclient alone, unsandboxed, two at a time (no grading at all).
 
@@ -76,6 +78,20 @@ def main(copies: int = 6) -> None:
         sealed = time.perf_counter() - started
         assert all(r["status"] == "ok" and r["total"] == r["possible"] for r in rows), [r["message"] for r in rows]
 
+        gradescope = None
+        if os.geteuid() == 0:
+            from autograder.gradescope import emulate
+
+            def check(i: int) -> None:
+                results = emulate(zip_path, submissions / f"student{i}.ipynb",
+                                  env={"COURSE_SANDBOX_UID_BASE": str(64200 + 10 * (i % JOBS))})
+                assert results["score"] == 22, results["output"]
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(JOBS) as pool:
+                list(pool.map(check, range(copies)))
+            gradescope = time.perf_counter() - started
+
         otter = Path(sys.executable).with_name("otter")
         runs = []
         for i in range(copies):
@@ -94,11 +110,12 @@ def main(copies: int = 6) -> None:
         alone_wall = two_at_a_time(alone)
 
     per = {name: wall / copies for name, wall in
-           (("sealed course grade", sealed), ("plain otter run", otter_wall), ("nbclient alone", alone_wall))}
+           (("sealed course grade", sealed), ("Gradescope zip (posix)", gradescope), ("plain otter run", otter_wall),
+            ("nbclient alone", alone_wall)) if wall is not None}
     print(f"{copies} complete {SLUG} submissions, {JOBS} at a time, {os.cpu_count()} cores")
-    print(f"{'':<22}{'wall s':>8}{'s/submission':>14}")
+    print(f"{'':<24}{'wall s':>8}{'s/submission':>14}")
     for name, seconds in per.items():
-        print(f"{name:<22}{seconds * copies:>8.1f}{seconds:>14.2f}")
+        print(f"{name:<24}{seconds * copies:>8.1f}{seconds:>14.2f}")
     print(f"sealed / otter run:     {per['sealed course grade'] / per['plain otter run']:.2f}  (target <= 0.5)")
     print(f"sealed / nbclient alone: {per['sealed course grade'] / per['nbclient alone']:.2f}  (target <= 1.3)")
 

@@ -41,6 +41,17 @@ BATCH_LIMITS = {  # the batches that need other limits than LIMITS
 }
 
 
+#: Fixtures that grade a batch of notebooks: a test that uses one (even through another fixture)
+#: is marked ``batch`` and left out of the fast lane (``make test-fast``: ``pytest -m "not batch"``).
+BATCH_FIXTURES = {"submissions", "graded", "assignment_batch", "gradescope", "nbgrader_courses"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if BATCH_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.batch)
+
+
 @pytest.fixture(scope="session")
 def layout():
     return Layout.find(REPO)

@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name
 from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
 from helpers.runtime import FAST_ENV
 
+from . import master
 from .gradescope import ENTRY_POINT, PACKAGE_DIR
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
@@ -100,15 +101,15 @@ def stage_master(layout: Layout, slug: str, stage: Path, golden: dict) -> Path:
     shutil.copytree(layout.helpers, stage / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     (stage / GOLDEN_FILENAME).write_text(json.dumps(golden, sort_keys=True, indent=1), encoding="utf-8")
     staged = stage / f"{slug}.ipynb"
-    nb = nbformat.read(staged, as_version=4)
-    config_cell = nb.cells[0] if nb.cells else None
-    if config_cell is None or config_cell.cell_type != "raw" or not config_cell.source.startswith("# ASSIGNMENT CONFIG"):
-        raise CourseError(f"{layout.master(slug)}: the first cell must be a raw '# ASSIGNMENT CONFIG' cell")
-    config = yaml.safe_load(config_cell.source.split("\n", 1)[1]) or {}
+    nb = master.read(staged)
+    try:
+        config = master.assignment_config(nb)
+    except master.MasterFormatError as err:
+        raise CourseError(f"{layout.master(slug)}: {err}") from None
     if config.get("name") != slug:
         raise CourseError(f"{layout.master(slug)}: config name is {config.get('name')!r}, expected {slug!r}")
     config.update(ENFORCED_CONFIG, python_version=GRADING_PYTHON, requirements=grading_requirements(layout))
-    config_cell.source = "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)
+    nb.cells[0].source = "# ASSIGNMENT CONFIG\n" + yaml.safe_dump(config, sort_keys=False)
     nbformat.write(nb, staged)
     return staged
 

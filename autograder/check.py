@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-import yaml
 
 from helpers.golden import GOLDEN_FILENAME
 
+from . import master
 from .build import build
 from .layout import Layout
 
@@ -38,46 +38,22 @@ class MasterSecrets:
     hidden_tests: set[str] = field(default_factory=set)
 
 
-def read_secrets(master: Path) -> MasterSecrets:
-    nb = nbformat.read(master, as_version=4)
+def read_secrets(path: Path) -> MasterSecrets:
     secrets, public_lines = MasterSecrets(), set()
-    in_tests = in_solution_block = False
-    for cell in nb.cells:
-        source = cell.source.strip()
-        if cell.cell_type == "raw":
-            first = source.splitlines()[0].strip().upper() if source else ""
-            in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(first, in_tests)
-            in_solution_block = {"# BEGIN SOLUTION": True, "# END SOLUTION": False}.get(first, in_solution_block)
-            continue
-        if in_tests and cell.cell_type == "code":
-            config, body = _split_test_config(cell.source)
+    for cell, place in master.walk(master.read(path)):
+        if place.in_tests and cell.cell_type == "code":
+            config, body = master.split_test_config(cell.source)
             if config.get("hidden", False):
                 secrets.hidden_tests.update(n.name for n in ast.parse(body).body if isinstance(n, ast.FunctionDef))
-            continue
-        if in_solution_block and cell.cell_type == "markdown":  # a written reference answer
+        elif place.in_solution and cell.cell_type == "markdown":  # a written reference answer
             secrets.solution_lines.update(_lines(cell.source))
-            continue
-        inside = False
-        for line in cell.source.splitlines():
-            marker = line.strip().upper()
-            if marker.startswith("# BEGIN SOLUTION"):
-                inside = True
-            elif marker.startswith("# END SOLUTION"):
-                inside = False
-            elif inside or line.rstrip().upper().endswith("# SOLUTION"):
-                secrets.solution_lines.update(_lines(line.rsplit("#", 1)[0] if not inside else line))
-            else:
-                public_lines.update(_lines(line))
+        elif cell.cell_type == "code":
+            for line, is_solution in master.solution_lines(cell.source):
+                (secrets.solution_lines if is_solution else public_lines).update(_lines(line))
+        else:  # a prompt: what it says is public
+            public_lines.update(_lines(cell.source))
     secrets.solution_lines -= public_lines
     return secrets
-
-
-def _split_test_config(source: str) -> tuple[dict, str]:
-    match = re.match(r'\s*(?:\w+\s*=\s*)?"""\s*#\s*BEGIN TEST CONFIG(.*?)"""\s*#\s*END TEST CONFIG', source,
-                     re.DOTALL | re.IGNORECASE)
-    if not match:
-        return {}, source
-    return yaml.safe_load(match.group(1)) or {}, source[match.end():]
 
 
 def _lines(text: str) -> set[str]:

@@ -22,6 +22,8 @@ zip's ``setup.sh`` adds to the image.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -192,25 +194,42 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
         with zipfile.ZipFile(zip_path) as zf:
             zf.extractall(folder / "source")
         shutil.copy(submission, folder / "submission" / Path(submission).name)
-        mount_point = Path(GRADESCOPE_ROOT)
-        made = not mount_point.exists()
-        mount_point.mkdir(exist_ok=True)  # an empty folder on this machine; the run sees its own
-        try:  # (another check running at once may still use the folder: then it stays)
+        with _mount_point(Path(GRADESCOPE_ROOT)):
             bind = 'mount --bind "$1" "$2"; shift 2; exec "$@"'
             done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind, "sh",
                                    str(folder), GRADESCOPE_ROOT, sys.executable,
                                    f"{GRADESCOPE_ROOT}/source/run_otter.py"],
-                                  env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True, text=True,
-                                  timeout=timeout)
-        finally:
-            if made:
-                try:
-                    mount_point.rmdir()
-                except OSError:
-                    pass
+                                  env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True,
+                                  text=True, timeout=timeout)
         results = folder / "results" / "results.json"
         if not results.is_file():
             raise CourseError(f"the autograder wrote no results.json:\n{(done.stdout + done.stderr)[-3000:]}")
         output = json.loads(results.read_text(encoding="utf-8"))
         output["_log"] = (done.stdout + done.stderr)[-3000:]
         return output
+
+
+@contextlib.contextmanager
+def _mount_point(folder: Path):
+    """An empty ``folder`` on this machine for the private mounts (each check sees its own), made if
+    missing and removed by the last check that uses it; a folder that was there before stays."""
+    lock_path = Path(tempfile.gettempdir(), "course-gradescope-check.lock")
+    made_marker = lock_path.with_suffix(".made")
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # held while this check runs
+        if not folder.exists():
+            folder.mkdir()
+            made_marker.touch()
+        try:
+            yield
+        finally:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other check holds it
+            except OSError:
+                return
+            if made_marker.exists():
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+                made_marker.unlink(missing_ok=True)

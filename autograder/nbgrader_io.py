@@ -18,7 +18,6 @@ needs no extra file and works wherever the source notebook goes.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -26,14 +25,13 @@ import textwrap
 from pathlib import Path
 
 import nbformat
-import yaml
 
 from helpers.golden import golden_blob  # the format use_golden reads, kept beside it
+from helpers.pdf import BEGIN as STUDENT_BEGIN, END as STUDENT_END  # the student notebook's question markers
+
+from . import master
 
 SCHEMA_VERSION = 3
-SOLUTION_MARKER = re.compile(r"^(\s*)# (BEGIN|END) SOLUTION\s*$")
-TEST_CONFIG = re.compile(r'^""" # BEGIN TEST CONFIG\n(.*?)""" # END TEST CONFIG\n', re.S)
-ANSWER_STUB = "_Type your answer here, replacing this text._"  # what otter's student notebooks say
 # Prompts that describe otter's check cells, reworded for nbgrader's public-check cells.
 GRADER_CHECK = [(re.compile(r"(\ban? )?`grader\.check\(\.\.\.\)`( cell)?"), "a public-check cell"),
                 (re.compile(r"`grader\.check`"), "public check")]
@@ -68,80 +66,44 @@ def _metadata(grade_id: str, *, solution: bool = False, grade: bool = False, loc
     return {"nbgrader": meta}
 
 
-def _raw_directive(cell) -> tuple[str, dict]:
-    """('BEGIN QUESTION', {config}) for otter's raw delimiter cells, else ('', {})."""
-    if cell.cell_type != "raw":
-        return "", {}
-    first, _, rest = cell.source.strip().partition("\n")
-    word = first.lstrip("# ").strip().upper()
-    return word, (yaml.safe_load(rest) or {}) if rest.strip() else {}
-
-
 def _solution_markers(source: str) -> str:
-    return "\n".join(SOLUTION_MARKER.sub(lambda m: f"{m.group(1)}### {m.group(2)} SOLUTION", line)
+    """otter's solution comments as nbgrader's (``### BEGIN SOLUTION``)."""
+    return "\n".join(master.SOLUTION_COMMENT.sub(lambda m: f"{m.group(1)}### {m.group(2).upper()} SOLUTION", line)
                      for line in source.splitlines())
 
 
-def _test(source: str) -> dict:
-    """An otter test cell: its config, function name, parameter names and code without the header."""
-    match = TEST_CONFIG.match(source)
-    if not match:
-        raise ValueError(f"a test cell without a TEST CONFIG header: {source[:80]!r}")
-    config = yaml.safe_load(match.group(1)) or {}
-    code = source[match.end():]
-    functions = [n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
-    if len(functions) != 1:
-        raise ValueError(f"a test cell must define one test_ function, found {[f.name for f in functions]}")
-    return {"name": functions[0].name, "args": [a.arg for a in functions[0].args.args], "code": code.strip("\n"),
-            "points": float(config.get("points") or 0), "hidden": bool(config.get("hidden", False))}
+def _call(test: master.TestCell) -> str:
+    return f"{test.name}({', '.join(test.args)})"
 
 
-def _call(test: dict) -> str:
-    return f"{test['name']}({', '.join(test['args'])})"
-
-
-def convert(master: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.NotebookNode:
+def convert(source: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.NotebookNode:
     """The nbgrader source notebook of an otter master, with ``golden`` (the golden file's
     contents) split among the hidden tests that use it."""
     by_test: dict[str, dict] = {}
     for key, spec in golden.get("values", {}).items():
         by_test.setdefault(spec.get("test"), {})[key] = spec
-    cells, question, in_solution, in_tests, tests = [], None, False, False, []
-    counter = 0
+    cells, tests, counter = [], {}, 0
 
     def next_id(stem: str) -> str:
         nonlocal counter
         counter += 1
         return f"{stem}-{counter}"
 
-    for cell in master.cells:
-        directive, config = _raw_directive(cell)
-        if directive == "ASSIGNMENT CONFIG":
-            continue
-        if directive == "BEGIN QUESTION":
-            question, tests = config, []
-            continue
-        if directive in ("BEGIN SOLUTION", "END SOLUTION"):
-            in_solution = directive == "BEGIN SOLUTION"
-            continue
-        if directive in ("BEGIN TESTS", "END TESTS"):
-            in_tests = directive == "BEGIN TESTS"
-            continue
-        if directive == "END QUESTION":
-            cells += _test_cells(question["name"], tests, by_test)
-            question = None
-            continue
-        if cell.cell_type == "raw":
-            raise ValueError(f"{slug}: a raw cell nbgrader interop does not know: {cell.source[:60]!r}")
-        if in_tests:
-            tests.append(_test(cell.source))
-        elif in_solution and question and question.get("manual"):
+    try:
+        walked = list(master.walk(source))
+    except master.MasterFormatError as err:
+        raise ValueError(f"{slug}: {err}") from None
+    for index, (cell, place) in enumerate(walked):
+        question = place.question
+        if place.in_tests:
+            tests.setdefault(question["name"], []).append(master.parse_test(cell.source))
+        elif place.in_solution and question and question.get("manual"):
             answer = textwrap.dedent(cell.source).strip("\n")
             answer = re.sub(r"^\*\*Reference answer\.\*\*\s*", "", answer)
             cells.append(nbformat.v4.new_markdown_cell(
                 f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION",
                 metadata=_metadata(question["name"], solution=True, grade=True, points=question.get("points"))))
-        elif in_solution and cell.cell_type == "code":
+        elif place.in_solution and cell.cell_type == "code":
             cells.append(nbformat.v4.new_code_cell(_solution_markers(cell.source),
                                                    metadata=_metadata(next_id(f"{question['name']}-code"), solution=True)))
         elif cell.cell_type == "markdown":
@@ -156,31 +118,32 @@ def convert(master: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.
             if "export_submission(grader)" in cell.source:
                 continue  # nbgrader collects the notebook itself
             cells.append(nbformat.v4.new_code_cell(cell.source))
-    if question is not None or in_solution or in_tests:
-        raise ValueError(f"{slug}: the master ends inside a question, solution or test block")
+        following = walked[index + 1][1].question if index + 1 < len(walked) else None
+        if question and following is not question and question["name"] in tests:  # the question's end
+            cells += _test_cells(question["name"], tests.pop(question["name"]), by_test)
     return nbformat.v4.new_notebook(cells=cells, metadata={
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"}})
 
 
-def _test_cells(question: str, tests: list[dict], by_test: dict[str, dict]) -> list:
+def _test_cells(question: str, tests: list[master.TestCell], by_test: dict[str, dict]) -> list:
     cells = []
-    public = [t for t in tests if not t["hidden"]]
+    public = [t for t in tests if not t.hidden]
     if public:
-        body = "\n\n\n".join(t["code"] for t in public)
+        body = "\n\n\n".join(t.code for t in public)
         calls = "\n".join(_call(t) for t in public)
         cells.append(nbformat.v4.new_code_cell(
             f"# Public checks of {question}: run after your code; the first problem stops the cell with a message.\n"
             f"{body}\n\n\n{calls}\nprint(\"{question}: all public checks passed\")",
             metadata=_metadata(f"{question}-public", locked=True)))
-    for test in (t for t in tests if t["hidden"]):
-        golden = by_test.get(test["name"], {})
+    for test in (t for t in tests if t.hidden):
+        golden = by_test.get(test.name, {})
         load = f"from helpers.golden import use_golden\nuse_golden({golden_blob(golden)!r})\n" if golden else ""
-        points = f"{test['points']:g}"
+        points = f"{test.points:g}"
         cells.append(nbformat.v4.new_code_cell(
             f"# Hidden test of {question}, worth {points} point{'s' * (points != '1')}: it runs when the notebook is graded.\n"
-            f"### BEGIN HIDDEN TESTS\n{load}{test['code']}\n\n\n{_call(test)}\n### END HIDDEN TESTS",
-            metadata=_metadata(f"{question}-{test['name']}", grade=True, locked=True, points=test["points"])))
+            f"### BEGIN HIDDEN TESTS\n{load}{test.code}\n\n\n{_call(test)}\n### END HIDDEN TESTS",
+            metadata=_metadata(f"{question}-{test.name}", grade=True, locked=True, points=test.points)))
     return cells
 
 
@@ -230,18 +193,17 @@ def student_of(row: dict) -> str:
     return parts[0] if len(parts) > 1 else Path(parts[0]).stem
 
 
-def _for_formgrader(nb, slug: str, row: dict, master) -> nbformat.NotebookNode:
+def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
     """The student's notebook with nbgrader metadata on what the formgrader shows: each written
     answer cell becomes that question's manually graded cell, and after each autograded question a
     read-only cell per hidden test states what ``course grade`` found."""
-    manual = [config for cell in master.cells for word, config in [_raw_directive(cell)]
-              if word == "BEGIN QUESTION" and config.get("manual")]
+    manual = master.questions(source, manual=True)
     cells, index, in_question, answered = [], 0, False, False
     for cell in nb.cells:
         text = cell.source if cell.cell_type == "markdown" else ""
         # otter's markers, in the order they appear (one cell may end a question and begin the next)
-        for _, marker in sorted((text.find(m), m) for m in ("<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->") if m in text):
-            in_question, answered = marker.startswith("<!-- BEGIN"), False
+        for _, marker in sorted((text.find(m), m) for m in (STUDENT_BEGIN, STUDENT_END) if m in text):
+            in_question, answered = marker == STUDENT_BEGIN, False
         if in_question and not answered and "otter_answer_cell" in cell.metadata.get("tags", []) and index < len(manual):
             question = manual[index]
             cell = nbformat.from_dict({**cell, "metadata": {**cell.metadata, **_metadata(

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-import yaml
 from tqdm.auto import tqdm
 
 from helpers.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
+from . import master
 from .grade import SLUG_PATTERN, Limits, find_submissions, sha256, submission_id, write_atomically
 from .layout import CourseError, Layout
 from .sandbox import SandboxUnavailable
@@ -37,15 +37,9 @@ RENDERER_VERSION = 1
 UNASSIGNED = "unassigned"
 
 
-def manual_questions_of(master: Path) -> list[tuple[str, float | None]]:
+def manual_questions_of(path: Path) -> list[tuple[str, float | None]]:
     """(name, points) of a master's manually graded questions, in notebook order."""
-    found = []
-    for cell in nbformat.read(master, as_version=4).cells:
-        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# BEGIN QUESTION"):
-            config = yaml.safe_load(cell.source.split("\n", 1)[1]) or {}
-            if config.get("manual"):
-                found.append((str(config.get("name")), config.get("points")))
-    return found
+    return [(str(q.get("name")), q.get("points")) for q in master.questions(master.read(path), manual=True)]
 
 
 def has_outputs(nb) -> bool:

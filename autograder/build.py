@@ -238,7 +238,7 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
     temporary folder); by default they are ``notebooks/`` and ``out/autograders/``.
     """
     started = time.perf_counter()
-    master = layout.master(slug)
+    layout.master(slug)  # an unknown slug fails here, naming the known ones
     notebooks_dir = notebooks_dir or layout.notebooks
     autograder_dir = autograder_dir or layout.autograder_zip(slug).parent
     with tempfile.TemporaryDirectory(prefix=f"course-build-{slug}-") as tmp:

@@ -36,7 +36,8 @@ def cmd_build(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .grade import Grader, Limits, format_table
+    from .grade import Grader, Limits
+    from .reports import format_table
 
     layout = find_layout(args)
     started = time.perf_counter()

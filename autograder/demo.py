@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from .build import build
-from .grade import Grader, Limits, format_table
+from .grade import Grader, Limits
+from .reports import format_table
 from .layout import Layout
 from .samples import write_samples
 

@@ -14,17 +14,7 @@ the grading user, which a determined submission can fool: only for code the inst
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
-import os
-import re
-import resource
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -34,86 +24,19 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from helpers.golden import MODE_ENV
 from helpers.models import prepare_bundled_gpt
-from helpers.runtime import FAST_ENV
 
-from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
-from .sandbox import SandboxLimits, SandboxUnavailable, address_space_backstop_mb
+from .reports import write_atomically, write_reports
+from .sandbox import SandboxLimits, SandboxUnavailable
 from .sealed import Autograder, SandboxPool
-from .worker import InvalidSubmission, assignment_of, read_submission_notebook
-
-SUBMISSION_SUFFIXES = (".ipynb", ".zip")
-#: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
-SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
+from .submissions import (SLUG_PATTERN, InvalidSubmission, assignment_of, find_submissions, read_submission_notebook,
+                          sha256, submission_id)
+from .worker import run_worker
 
 #: Time, memory (all processes of a submission together), process and output limits.
 Limits = SandboxLimits
-
-
-def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
-    """(gradable files, other files) under ``folder``, hidden folders and checkpoints skipped."""
-    gradable, other = [], []
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
-            continue
-        (gradable if path.suffix.lower() in SUBMISSION_SUFFIXES else other).append(path)
-    return gradable, other
-
-
-def submission_id(path: Path, folder: Path) -> str:
-    return path.relative_to(folder).as_posix().replace("/", "__")
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _limit_memory(memory_mb: int):
-    def apply():  # a backstop only: an address-space cap at the limit fails correct torch code
-        limit = address_space_backstop_mb(memory_mb) << 20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    return apply
-
-
-def run_worker(submission: Path, autograder_zip: Path, limits: Limits) -> dict:
-    """Unsafe path: grade one submission with otter in a child process group; always returns a result."""
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
-        # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
-        # even when the worker is killed at the time limit.
-        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare", "TMPDIR": tmp,
-                                  IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.worker", str(submission), str(autograder_zip), str(result_path)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
-                start_new_session=True, preexec_fn=_limit_memory(limits.memory_mb),
-            )
-            try:
-                proc.wait(timeout=limits.timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                return {"status": "timeout", "questions": {},
-                        "message": f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"}
-            finally:
-                # the notebook kernel runs in the same process group: never leave it behind
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        if result_path.is_file():
-            return json.loads(result_path.read_text(encoding="utf-8"))
-        tail = log_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
-        if proc.returncode < 0 or "MemoryError" in tail:
-            return {"status": "memory", "questions": {},
-                    "message": f"the grading process died (signal {-proc.returncode}); most often: out of "
-                               f"memory (limit {limits.memory_mb} MB)"}
-        return {"status": "error", "questions": {}, "message": f"the grading process failed: {tail}"}
 
 
 @dataclass
@@ -253,81 +176,3 @@ class Grader:
         return ordered
 
 
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write a file so that a reader (or a rerun after a kill) sees the old or the new content, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_reports(rows: list[dict], out: Path) -> None:
-    """results.csv / results.json (one row per submission) and feedback/<submission>.txt."""
-    questions = sorted({q for row in rows for q in row["scores"]})
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(["submission", "assignment", "status", *questions, "total", "possible", "seconds", "message"])
-    for row in rows:
-        writer.writerow([row["submission"], row["assignment"], row["status"],
-                         *(row["scores"].get(q, "") for q in questions),
-                         row["total"], row["possible"], row["seconds"], row["message"]])
-    write_atomically(out / "results.csv", table.getvalue())
-    summary = [{k: v for k, v in row.items() if k != "questions"} for row in rows]
-    write_atomically(out / "results.json", json.dumps(summary, indent=1))
-    feedback = out / "feedback"
-    feedback.mkdir(exist_ok=True)
-    for row in rows:
-        write_atomically(feedback / f"{row['submission']}.txt", feedback_text(row))
-
-
-def feedback_text(row: dict) -> str:
-    lines = [f"Submission: {row['file']}", f"Assignment: {row['assignment'] or '?'}",
-             f"Score: {row['total']:g} / {row['possible']:g}   (status: {row['status']})"]
-    if row["message"]:
-        lines.append(f"Note: {row['message']}")
-    for q, detail in sorted(row["questions"].items()):
-        lines.append(f"\n{q}: {detail['score']:g} / {detail['possible']:g}")
-        for case in detail["cases"]:
-            if case["points"] or not case["passed"]:
-                mark = "passed" if case["passed"] else "FAILED"
-                kind = "hidden" if case["hidden"] else "public"
-                lines.append(f"  - {case['test']} ({kind}, {case['points'] or 0:g} pt): {mark}")
-                if not case["passed"] and case["message"]:
-                    shown = _without_test_code(case["message"]) if case["hidden"] else case["message"].strip().splitlines()[-6:]
-                    lines.extend("      " + line for line in shown)
-    return "\n".join(lines) + "\n"
-
-
-def _without_test_code(message: str) -> list[str]:
-    """A hidden test's failure as the student may see it: the exception, not the failing line.
-
-    Otter writes "Error at line N in test q:" and the line of test code before the exception;
-    those two lines go, the verdict (what differed, or the student's own error) stays.
-    """
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("Error at line"):
-            return lines[:i] + lines[i + 2:]
-    return lines
-
-
-def format_table(rows: list[dict]) -> str:
-    """The score table printed at the end of a run: one block per assignment (its own questions),
-    then the message of every row that has one."""
-    blocks = []
-    for assignment in sorted({row["assignment"] for row in rows}, key=lambda a: (a == "", a)):  # invalid ones last
-        group = [row for row in rows if row["assignment"] == assignment]
-        questions = sorted({q for row in group for q in row["scores"]})
-        header = ["submission", "status", *questions, "total"]
-        body = [[row["submission"], row["status"], *(f"{row['scores'][q]:g}" if q in row["scores"] else "-"
-                                                      for q in questions),
-                 f"{row['total']:g}/{row['possible']:g}"] for row in group]
-        widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-        lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *body]]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        blocks.append((f"{assignment}:\n" if assignment else "not graded (no assignment):\n") + "\n".join(lines))
-    notes = [f"{row['submission']}: {row['message'][:160]}" for row in rows if row["message"]]
-    return "\n\n".join(blocks) + ("\n\n" + "\n".join(notes) if notes else "")

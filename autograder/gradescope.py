@@ -36,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 from .sandbox import SANDBOX_MODE_ENV, SandboxLimits, SandboxUnavailable
-from .worker import InvalidSubmission, read_submission_notebook
+from .submissions import InvalidSubmission, read_submission_notebook
 
 #: Gradescope's folders (``otter run`` makes the same layout in a temp folder).
 GRADESCOPE_ROOT = "/autograder"

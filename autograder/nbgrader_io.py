@@ -18,7 +18,6 @@ needs no extra file and works wherever the source notebook goes.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import textwrap
@@ -170,11 +169,10 @@ def write_course(dest: Path, slug: str, master_path: Path, golden: dict, files: 
 
 
 def golden_from_zip(autograder_zip: Path) -> dict:
-    """The golden file inside a built autograder zip."""
-    import zipfile
+    """The golden values of a built autograder zip, as the golden file holds them."""
+    from .sealed import Autograder
 
-    with zipfile.ZipFile(autograder_zip) as zf:
-        return json.loads(zf.read("files/golden_values.json").decode("utf-8"))
+    return {"values": Autograder.read(autograder_zip).golden}
 
 
 def add_to_course(layout, slug: str, dest: Path, autograder_zip: Path | None = None) -> Path:
@@ -229,7 +227,7 @@ def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path
     the formgrader can show it for the written answers. Returns counts of what was written."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from .worker import InvalidSubmission, read_submission_notebook
+    from .submissions import InvalidSubmission, read_submission_notebook
 
     course = gradebook.resolve().parent
     seen: dict[tuple[str, str], str] = {}

@@ -26,11 +26,13 @@ from tqdm.auto import tqdm
 from helpers.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
 from . import master
-from .grade import SLUG_PATTERN, Limits, find_submissions, sha256, submission_id, write_atomically
+from .grade import Limits
+from .reports import write_atomically
 from .layout import CourseError, Layout
 from .sandbox import SandboxUnavailable
 from .sealed import SandboxPool
-from .worker import InvalidSubmission, assignment_of, read_submission_notebook
+from .submissions import (SLUG_PATTERN, InvalidSubmission, assignment_of, find_submissions, read_submission_notebook,
+                          sha256, submission_id)
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.
 RENDERER_VERSION = 1

@@ -29,7 +29,10 @@ from helpers.runtime import FAST_ENV
 from .otter_io import read_tests
 from .sandbox import PosixSandbox, SandboxLimits, SandboxRun, grading_temp_base, open_sandbox
 from .sandbox_runner import ASSETS_ENV, SUBMISSION_ENV
-from .worker import MEMORY_MARKERS
+
+#: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
+MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
+                  "DefaultCPUAllocator", "out of memory")
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
 MODEL_CACHE = "/grading/models"  # where the host's converted models appear, read-only
@@ -41,39 +44,59 @@ SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
 
 @dataclass
 class Autograder:
-    """What the grader needs from one autograder zip. Only ``assets`` is shown to submissions."""
+    """An autograder zip (or the folder Gradescope unpacks it into): the only code that knows its
+    layout. ``tests/<question>.py`` hold the tests, ``otter_config.json`` the assignment's name,
+    ``files/`` what the notebook may import or read (``helpers``, data) and, never shown to
+    submissions, ``files/golden_values.json``. Only ``assets`` (``files/`` without the golden
+    values, extracted by :meth:`load`) is shown to submissions."""
 
     zip_path: Path
     name: str  # assignment name, as the notebook file is called
     tests: dict  # question -> [{"test", "points", "hidden"}]
     sources: list[dict]  # [{"question", "source"}] test files, sent in after the cells ran
     golden: dict  # key -> spec (with "test")
-    assets: Path  # public files of the zip (helpers, data), golden values left out
+    assets: Path | None = None  # public files of the zip (helpers, data), golden values left out
+
+    @property
+    def notebook_name(self) -> str:
+        """The file name otter's init cell expects (``otter.Notebook("<assignment>.ipynb")``)."""
+        return f"{self.name}.ipynb"
+
+    @classmethod
+    def read(cls, zip_path: Path) -> "Autograder":
+        """Read an autograder zip, or the folder it was unpacked into, without extracting anything."""
+        source = _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
+        with source as zf:
+            tests = read_tests(zf)
+            config = json.loads(zf.read("otter_config.json"))
+            golden = json.loads(zf.read(f"{ASSETS_DIR}/{GOLDEN_FILENAME}"))["values"]
+            sources = [{"question": Path(name).stem, "source": zf.read(name).decode("utf-8")}
+                       for name in zf.namelist() if name.startswith("tests/") and name.endswith(".py")]
+        return cls(Path(zip_path), config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
+                   golden)
 
     @classmethod
     def load(cls, zip_path: Path, folder: Path) -> "Autograder":
-        """Read an autograder zip, or the folder it was unpacked into (Gradescope's
-        ``/autograder/source``); its public files go to ``folder/assets``."""
+        """:meth:`read`, with the public files extracted to ``folder/assets`` for the sandboxes."""
+        autograder = cls.read(zip_path)
+        autograder.assets = folder / "assets"
         source = _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
-        tests = read_tests(source)
-        assets = folder / "assets"
-        sources = []
         with source as zf:
-            config = json.loads(zf.read("otter_config.json"))
-            golden = json.loads(zf.read(f"files/{GOLDEN_FILENAME}"))["values"]
             for name in zf.namelist():
-                if name.startswith("tests/") and name.endswith(".py"):
-                    sources.append({"question": Path(name).stem, "source": zf.read(name).decode("utf-8")})
-                elif name.startswith("files/") and not name.endswith("/") and Path(name).name != GOLDEN_FILENAME:
-                    if ".." in Path(name).parts or "__pycache__" in Path(name).parts:
-                        continue
-                    target = assets / Path(name).relative_to("files")
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(zf.read(name))
-        assets.mkdir(parents=True, exist_ok=True)
+                parts = Path(name).parts
+                if (parts[0] != ASSETS_DIR or name.endswith("/") or parts[-1] == GOLDEN_FILENAME
+                        or ".." in parts or "__pycache__" in parts):
+                    continue
+                target = autograder.assets / Path(*parts[1:])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+        autograder.assets.mkdir(parents=True, exist_ok=True)
         _open_up(folder)
-        return cls(zip_path, config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
-                   golden, assets)
+        return autograder
+
+
+#: The zip's folder of files the notebook may use (otter's ``autograder_files``).
+ASSETS_DIR = "files"
 
 
 class _Unpacked:
@@ -236,7 +259,7 @@ class SandboxPool:
         submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
         try:
             (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
-            (submission / "job.json").write_text(json.dumps({"notebook_name": f"{autograder.name}.ipynb",
+            (submission / "job.json").write_text(json.dumps({"notebook_name": autograder.notebook_name,
                                                              "return_notebook": return_notebook}))
             self.sandbox.grant(submission, slot)  # this job's uid reads it; the others do not
             argv, binds, env = self._command(autograder, submission, return_notebook)
@@ -312,7 +335,9 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
             message = f"grading failed inside the sandbox: {runner_error}"
         else:
             tail = run.output.strip()[-300:]
-            message = ("the grading runner stopped before it finished (did the notebook kill it, or exit?)"
+            how = f"; it was killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else \
+                f"; exit status {run.returncode}" if run.returncode else ""
+            message = (f"the grading runner stopped before it finished (did the notebook kill it, or exit?{how})"
                        + (f": {tail}" if tail else ""))
     short_of_memory = next((m for m in tests if _out_of_memory(m.get("error"))), None)
     if status == "ok" and short_of_memory:  # points lost to memory are never a silent "ok"

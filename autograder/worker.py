@@ -1,87 +1,37 @@
-"""One submission, graded in its own process: ``python -m autograder.worker SUBMISSION ZIP RESULT``.
+"""Unsealed grading with plain otter (``course grade --unsafe``, and the suite's control runs):
+one submission in its own process, ``python -m autograder.worker SUBMISSION ZIP RESULT``.
 
-``course grade`` starts this under a memory limit and kills its process group at the time limit,
-so a submission that hangs or eats memory cannot take the grading run down with it. The worker
-writes a JSON result: status, message, per-question scores and per-test outcomes.
-
-This is the seam where sealed grading plugs in: the runner below (otter in compare mode) is the
-only part that executes student code.
+:func:`run_worker` starts it under a memory backstop and kills its process group at the time
+limit, so a submission that hangs or eats memory cannot take the grading run down with it. The
+worker writes a JSON result: status, message, per-question scores and per-test outcomes. Otter
+compares golden values in the student's own kernel here, which a determined submission can fool:
+sealed grading (:mod:`autograder.sealed`) is the default everywhere else.
 """
 
 from __future__ import annotations
 
 import json
-import stat
+import os
+import resource
+import signal
+import subprocess
 import sys
+import tempfile
 import traceback
-import zipfile
 from pathlib import Path
 
 import nbformat
 
+from helpers.golden import MODE_ENV
+from helpers.runtime import FAST_ENV
+
+from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .otter_io import first_error, read_tests, summarize
-
-#: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
-MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
-                  "DefaultCPUAllocator", "out of memory")
-MAX_NOTEBOOK_BYTES = 100 << 20
+from .sandbox import SandboxLimits, address_space_backstop_mb
+from .sealed import MEMORY_MARKERS, Autograder
+from .submissions import InvalidSubmission, read_submission_notebook
 
 
-class InvalidSubmission(Exception):
-    """The file is not something we can grade (not a notebook, corrupted, wrong assignment)."""
-
-
-def read_submission_notebook(path: Path):
-    """Load the notebook of a submission (.ipynb, or a .zip holding exactly one)."""
-    try:
-        if path.suffix == ".zip":
-            with zipfile.ZipFile(path) as zf:
-                text = _notebook_in_zip(zf)
-        else:
-            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-                raise InvalidSubmission(f"the notebook is {path.stat().st_size >> 20} MB; at most "
-                                        f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded (clear large outputs)")
-            text = path.read_text(encoding="utf-8")
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
-    except InvalidSubmission:
-        raise
-    except zipfile.BadZipFile:
-        raise InvalidSubmission("not a valid zip file (corrupted or truncated upload?)") from None
-    except UnicodeDecodeError:
-        raise InvalidSubmission("the notebook is not UTF-8 text") from None
-    except Exception as err:  # nbformat / json errors come in many types
-        reason = str(err).splitlines()[0][:200]
-        raise InvalidSubmission(f"not a readable Jupyter notebook: {type(err).__name__}: {reason}") from None
-    return nb
-
-
-def _notebook_in_zip(zf: zipfile.ZipFile) -> str:
-    """The text of the one notebook in a submission zip; nothing is extracted to disk."""
-    for info in zf.infolist():
-        parts = info.filename.replace("\\", "/").split("/")
-        if info.filename.startswith("/") or ".." in parts:
-            raise InvalidSubmission(f"the zip holds an entry with an unsafe path ({info.filename[:80]!r})")
-        if stat.S_ISLNK(info.external_attr >> 16):
-            raise InvalidSubmission(f"the zip holds a symbolic link ({info.filename[:80]!r}); upload the files themselves")
-    names = [i for i in zf.infolist() if i.filename.endswith(".ipynb") and "/." not in "/" + i.filename]
-    if len(names) != 1:
-        raise InvalidSubmission(f"the zip holds {len(names)} notebooks; expected exactly one")
-    if names[0].file_size > MAX_NOTEBOOK_BYTES:
-        raise InvalidSubmission(f"the notebook in the zip is {names[0].file_size >> 20} MB; at most "
-                                f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded")
-    return zf.read(names[0]).decode("utf-8")
-
-
-def assignment_of(nb) -> str | None:
-    return nb.metadata.get("otter", {}).get("assignment_name")
-
-
-def notebook_name(autograder_zip: Path) -> str:
-    """The file name otter's init cell expects (``otter.Notebook("<assignment>.ipynb")``)."""
-    with zipfile.ZipFile(autograder_zip) as zf:
-        config = json.loads(zf.read("otter_config.json"))
-    return f"{config['assignment_name']}.ipynb"
 
 
 def grade(submission: Path, autograder_zip: Path) -> dict:
@@ -90,7 +40,7 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
 
     # Grade the notebook alone, under the name its init cell expects: students rename files,
     # and a zip's other files (the PDF) are for manual grading.
-    submission = Path.cwd() / notebook_name(autograder_zip)
+    submission = Path.cwd() / Autograder.read(autograder_zip).notebook_name
     nbformat.write(nb, submission)
 
     try:
@@ -132,3 +82,47 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _limit_memory(memory_mb: int):
+    def apply():  # a backstop only: an address-space cap at the limit fails correct torch code
+        limit = address_space_backstop_mb(memory_mb) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_worker(submission: Path, autograder_zip: Path, limits: SandboxLimits) -> dict:
+    """Unsafe path: grade one submission with otter in a child process group; always returns a result."""
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+        result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
+        # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
+        # even when the worker is killed at the time limit.
+        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare", "TMPDIR": tmp,
+                                  IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.worker", str(submission), str(autograder_zip), str(result_path)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
+                start_new_session=True, preexec_fn=_limit_memory(limits.memory_mb),
+            )
+            try:
+                proc.wait(timeout=limits.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return {"status": "timeout", "questions": {},
+                        "message": f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"}
+            finally:
+                # the notebook kernel runs in the same process group: never leave it behind
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if result_path.is_file():
+            return json.loads(result_path.read_text(encoding="utf-8"))
+        tail = log_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
+        if proc.returncode < 0 or "MemoryError" in tail:
+            return {"status": "memory", "questions": {},
+                    "message": f"the grading process died (signal {-proc.returncode}); most often: out of "
+                               f"memory (limit {limits.memory_mb} MB)"}
+        return {"status": "error", "questions": {}, "message": f"the grading process failed: {tail}"}

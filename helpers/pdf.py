@@ -4,11 +4,14 @@ One renderer for both, so a student sees the pages a TA will grade. A question i
 student notebook marks with ``<!-- BEGIN QUESTION -->`` / ``<!-- END QUESTION -->``: its prompt,
 the plots and printouts placed inside it, and the student's answer cells.
 
-It never breaks on what a student typed. Markdown goes through pandoc to LaTeX; code and printed
-text are escaped here, character by character, and wrap at the margin; a character the main font
-lacks (CJK, emoji) is set in a fallback font that has it, or shown as its code point. When LaTeX
-still fails, each question is tried alone, and the student's markdown in the ones that fail is set
-as plain text instead (the locked prompts stay typeset): the rest of the PDF stands.
+It never breaks on what a student typed. Markdown is read as JupyterLab shows it (a list right
+under a line of text, GitHub tables, fenced code, ``$...$`` and ``$$...$$`` math) and goes through
+pandoc to LaTeX; code and printed text are escaped here, character by character, and wrap at the
+margin; a character the main font lacks (CJK, emoji) is set in a fallback font that has it, or
+shown as its code point. When LaTeX still fails, each question is tried alone, and the student's
+markdown in the ones that fail is set as plain text instead (the locked prompts stay typeset): the
+rest of the PDF stands. Typesetting one submission has a time budget (``TYPESET_SECONDS``): what
+LaTeX cannot set within it is set as plain text, which always is quick, and the PDF says so.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +33,13 @@ __all__ = ["LatexMissing", "Question", "RenderedPdf", "manual_questions", "rende
 BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"
 MAX_OUTPUT_LINES = 40  # of one printed output; the rest is counted, not shown
 MAX_LINE_CHARS = 400  # a longer line is cut (it would fill pages with one number list)
-COMPILE_SECONDS = 120
+COMPILE_SECONDS = 120  # one xelatex run of plain text at most (a safety net: it takes seconds)
+#: The budget for typesetting one submission's markdown: the first try gets most of it, each
+#: question tried alone at most ALONE_SECONDS; past it, the remaining answers are set as plain text.
+TYPESET_SECONDS = 90
+ALONE_SECONDS = 20
+#: pandoc's markdown, read as JupyterLab renders it.
+MARKDOWN_FORMAT = "markdown-auto_identifiers+tex_math_dollars+raw_tex+lists_without_preceding_blankline+pipe_tables"
 
 #: Fonts tried, in order, for characters the main fonts lack (installed by .ci/run on Debian:
 #: fonts-droid-fallback for CJK, fonts-symbola for emoji and symbols).
@@ -201,11 +211,13 @@ def escape(text: str, main: str = "main") -> str:
     return fontify("".join(_SPECIAL.get(ch, ch) for ch in text), main)
 
 
-def verbatim(text: str, size: str = r"\small", max_lines: int | None = None) -> str:
+def verbatim(text: str, size: str = r"\small", max_lines: int | None = None, whole_lines: bool = False) -> str:
     """Code or printed text, line breaks kept, long lines wrapped at any character; printed text
-    is cut after ``max_lines`` lines (the count of the rest is shown)."""
+    is cut after ``max_lines`` lines (the count of the rest is shown), and a line longer than
+    ``MAX_LINE_CHARS`` is cut unless ``whole_lines`` (a student's answer is kept whole)."""
     lines = _ANSI.sub("", text).rstrip("\n").splitlines() or [""]
-    shown = [line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..." for line in lines[:max_lines]]
+    shown = [line if whole_lines or len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..."
+             for line in lines[:max_lines]]
     if max_lines is not None and len(lines) > max_lines:
         shown.append(f"... ({len(lines) - max_lines} more lines)")
     body = "\n".join(escape(line.expandtabs(4), "mono") for line in shown)
@@ -213,21 +225,58 @@ def verbatim(text: str, size: str = r"\small", max_lines: int | None = None) -> 
             f"{body}\n\\end{{Verbatim}}\n")
 
 
+#: A run of this many characters with no space (a pasted hash, a URL, a key held down) gets a
+#: break opportunity every BREAK_EVERY characters: TeX cannot break it, and a paragraph holding one
+#: took xelatex half a minute and more before it gave up.
+LONG_WORD = re.compile(r"(?<![^\s(])[^\s`$\\]{80,}")
+BREAK_EVERY = 40
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+
+
+def _breakable(text: str) -> str:
+    """``text`` with a LaTeX break opportunity inside every very long word, outside code and math."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and not line.startswith(("    ", "\t")):
+            line = LONG_WORD.sub(lambda m: "\\allowbreak{}".join(
+                m.group(0)[i:i + BREAK_EVERY] for i in range(0, len(m.group(0)), BREAK_EVERY)), line)
+        out.append(line)
+    return "\n".join(out)
+
+
 def markdown_to_latex(texts: list[str]) -> list[str]:
     """Many markdown cells to LaTeX in one pandoc call (one call costs about 0.2 s)."""
     if not texts:
         return []
     marker = "COURSECELLBREAK7f3a"
-    joined = f"\n\n{marker}\n\n".join(texts)
+    joined = f"\n\n{marker}\n\n".join(_breakable(text) for text in texts)
     # headings of an answer sit below the question's (level 3 on), out of the bookmarks
-    result = subprocess.run(["pandoc", "-f", "markdown-auto_identifiers+tex_math_dollars+raw_tex", "-t", "latex",
+    # --no-highlight: fenced code as plain verbatim (pandoc's highlighting macros need its template)
+    result = subprocess.run(["pandoc", "-f", MARKDOWN_FORMAT, "-t", "latex", "--no-highlight",
                              "--wrap=preserve", "--shift-heading-level-by=2"], input=joined, capture_output=True, text=True, timeout=COMPILE_SECONDS)
     if result.returncode != 0:
         raise RuntimeError(f"pandoc failed: {result.stderr.strip()[:300]}")
     parts = [part.strip() for part in result.stdout.split(marker)]
     if len(parts) != len(texts):  # a cell swallowed the marker (inside a code block?): one at a time
         return [markdown_to_latex([text])[0] if len(texts) > 1 else result.stdout for text in texts]
-    return [fontify(part) for part in parts]
+    return [_wrapped_code(part) for part in parts]
+
+
+_VERBATIM = re.compile(r"\\begin\{verbatim\}\n(.*?)\\end\{verbatim\}", re.DOTALL)
+
+
+def _wrapped_code(latex: str) -> str:
+    """pandoc's LaTeX of one cell, fontified, its code blocks wrapping at the margin (fvextra)
+    and left as typed (no font switches inside them)."""
+    out, last = [], 0
+    for block in _VERBATIM.finditer(latex):
+        out.append(fontify(latex[last:block.start()]))
+        out.append("\\begin{Verbatim}[breaklines,breakanywhere,fontsize=\\small]\n" + block.group(1) + "\\end{Verbatim}")
+        last = block.end()
+    out.append(fontify(latex[last:]))
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------------------- document
@@ -334,7 +383,7 @@ def _question_latex(question: Question, markdown: dict[int, str], folder: Path, 
         source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
         if cell.cell_type == "markdown":
             if (plain and _students(cell)) or id(cell) not in markdown:
-                parts.append(verbatim(source, r"\small"))
+                parts.append(verbatim(source, r"\small", whole_lines=True))
             else:
                 parts.append(markdown[id(cell)] + "\n\n")
         elif cell.cell_type == "code":
@@ -361,14 +410,17 @@ def _document(title: str, lines: list[str], questions: list[Question], markdown:
     return _preamble() + "".join(head) + "".join(body) + "\\end{document}\n"
 
 
-def _compile(tex: str, folder: Path, name: str) -> Path | None:
-    """xelatex once (bookmarks need no second pass with the bookmark package); the PDF or None."""
+def _compile(tex: str, folder: Path, name: str, seconds: float = COMPILE_SECONDS) -> Path | None:
+    """xelatex once (bookmarks need no second pass with the bookmark package); the PDF or None
+    (also when it takes longer than ``seconds``)."""
     (folder / f"{name}.tex").write_text(tex, encoding="utf-8")
     pdf = folder / f"{name}.pdf"
     pdf.unlink(missing_ok=True)
+    if seconds <= 0:
+        return None
     try:
         done = subprocess.run(["xelatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", f"{name}.tex"],
-                              cwd=folder, capture_output=True, timeout=COMPILE_SECONDS, stdin=subprocess.DEVNULL)
+                              cwd=folder, capture_output=True, timeout=seconds, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return None
     return pdf if done.returncode == 0 and pdf.exists() else None
@@ -413,13 +465,20 @@ def render_pdf(nb, out: Path, *, title: str, lines: list[str] = (), names: list[
     with tempfile.TemporaryDirectory(prefix="course-pdf-") as tmp:
         folder = Path(tmp)
         plain: set[int] = set()
-        pdf = _compile(_document(title, lines, questions, markdown, folder, plain, pagebreaks), folder, "submission")
+        deadline = time.monotonic() + TYPESET_SECONDS
+        left = lambda: deadline - time.monotonic()  # noqa: E731
+        pdf = _compile(_document(title, lines, questions, markdown, folder, plain, pagebreaks), folder, "submission",
+                       left() - ALONE_SECONDS)
         if pdf is None:  # find the questions LaTeX cannot set, each alone; set their markdown as text
             for n, question in enumerate(questions):
                 alone = _document(title, [], [question], markdown, folder, set(), False)
-                if _compile(alone, folder, f"alone{n}") is None:
+                if _compile(alone, folder, f"alone{n}", min(ALONE_SECONDS, left())) is None:
                     plain.add(n)
-            pdf = _compile(_document(title, lines, questions, markdown, folder, plain, pagebreaks), folder, "submission")
+            if left() <= 0:
+                notes.append(f"typesetting took more than {TYPESET_SECONDS} s: the answers it had not set by then are "
+                             "set as plain text")
+            pdf = _compile(_document(title, lines, questions, markdown, folder, plain, pagebreaks), folder, "submission",
+                           max(left(), ALONE_SECONDS))
         if pdf is None:  # nothing of the student's is trusted to LaTeX any more
             plain = set(range(len(questions)))
             pdf = _compile(_document(title, lines, questions, {}, folder, plain, pagebreaks), folder, "submission")

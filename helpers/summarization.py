@@ -795,21 +795,27 @@ def plot_masks(masks: dict, row: int = 0):
 # Homework 6's beam search exercise: a two-word vocabulary and a fixed tree of probabilities
 # ---------------------------------------------------------------------------------------------
 TREE_WORDS = {0: "<s>", 1: "neural", 2: "network", 3: "</s>"}
-#: P(next word | words so far); sequences have three words and never end early.
+#: P(next word | words so far); sequences have three words and never end early. Homework 6 has
+#: 0.50 / 0.50 after "network neural", where two sequences tie at step 3 of a width-2 beam search;
+#: 0.52 / 0.48 keeps its trap (the beam drops the prefix of the most likely sequence) without a tie.
 TREE = {
     (): {1: 0.55, 2: 0.45},
     (1,): {1: 0.60, 2: 0.40},
     (2,): {1: 0.90, 2: 0.10},
     (1, 1): {1: 0.35, 2: 0.65},
     (1, 2): {1: 0.01, 2: 0.99},
-    (2, 1): {1: 0.50, 2: 0.50},
+    (2, 1): {1: 0.52, 2: 0.48},
     (2, 2): {1: 0.30, 2: 0.70},
 }
 
 
 class TreeModel(torch.nn.Module):
-    """``model(src, tgt_in) -> logits`` whose softmax is the probability tree ``TREE`` (bos = 0,
-    eos = 3 never chosen); ``src`` is ignored."""
+    """``model(src, tgt_in) -> logits`` whose softmax is the probability tree ``TREE``; ``src`` is ignored.
+
+    bos = 0 and eos = 3 get a logit of -1e9 (a log-probability of about -1e9, not -inf), so no
+    sequence ends early and no hypothesis holding them wins; but a beam of width 3 or more has more
+    places than the two words, so it may keep such a hypothesis (``[bos, eos]``, ``[bos, bos]``)
+    in its last places."""
 
     def forward(self, src, tgt_in):
         B, T = tgt_in.shape

@@ -74,6 +74,41 @@ def argmax_attention(h, W_q, W_k, W_v):
         "must_lose": ["test_qkv_hidden_argmax"],
         "must_fail_public": ["test_qkv_public"],
     },
+    {
+        "name": "argmax_as_a_softmax_mixture",
+        "function": "argmax_attention",
+        "source": '''
+def argmax_attention(h, W_q, W_k, W_v):
+    weights = torch.softmax(attention_scores(h, W_q, W_k), dim=-1)  # BUG: a mixture, not one value
+    return weights @ (h @ W_v.T)
+''',
+        "must_lose": ["test_qkv_hidden_argmax"],
+        "must_fail_public": ["test_qkv_public"],
+    },
+    {
+        "name": "argmax_ties_to_the_largest_index",
+        "function": "argmax_attention",
+        "source": '''
+def argmax_attention(h, W_q, W_k, W_v):
+    scores = attention_scores(h, W_q, W_k)
+    best = scores.shape[-1] - 1 - scores.flip(-1).argmax(dim=-1)  # BUG: the last of the tied keys
+    return (h @ W_v.T)[best]
+''',
+        "must_lose": ["test_qkv_hidden_argmax"],
+        "must_fail_public": ["test_qkv_public"],
+    },
+    {
+        "name": "argmax_sums_the_tied_values",
+        "function": "argmax_attention",
+        "source": '''
+def argmax_attention(h, W_q, W_k, W_v):
+    scores = attention_scores(h, W_q, W_k)
+    weights = (scores == scores.max(dim=-1, keepdim=True).values).to(h.dtype)  # BUG: every tied key gets 1
+    return weights @ (h @ W_v.T)
+''',
+        "must_lose": ["test_qkv_hidden_argmax"],
+        "must_fail_public": ["test_qkv_public"],
+    },
     # ------------------------------------------------------------------ Part 2
     {
         "name": "moments_with_q_equal_to_k",
@@ -122,6 +157,42 @@ def dot_product_moments(d, mu, sigma, num_samples, generator):
     k = mu + sigma * torch.randn(num_samples, d, dtype=torch.float64)
     dots = (q * k).sum(dim=-1)
     return dots.mean().item(), dots.var().item()
+''',
+        "must_lose": ["test_moments_hidden_simulation"],
+        "must_fail_public": ["test_moments_public"],
+    },
+    {
+        "name": "moments_closed_forms_without_simulating",
+        "function": "dot_product_moments",
+        "source": '''
+def dot_product_moments(d, mu, sigma, num_samples, generator):
+    return float(d * mu ** 2), float(d * (sigma ** 4 + 2 * mu ** 2 * sigma ** 2))  # BUG: no simulation
+''',
+        "must_lose": ["test_moments_hidden_simulation"],
+        "must_fail_public": ["test_moments_public"],
+    },
+    {
+        "name": "moments_drawn_in_float32",
+        "function": "dot_product_moments",
+        "source": '''
+def dot_product_moments(d, mu, sigma, num_samples, generator):
+    q = mu + sigma * torch.randn(num_samples, d, generator=generator)  # BUG: float32, not float64
+    k = mu + sigma * torch.randn(num_samples, d, generator=generator)
+    dots = (q * k).sum(dim=-1)
+    return dots.mean().item(), dots.var().item()
+''',
+        "must_lose": ["test_moments_hidden_simulation"],
+        "must_fail_public": ["test_moments_public"],
+    },
+    {
+        "name": "moments_as_tensors",
+        "function": "dot_product_moments",
+        "source": '''
+def dot_product_moments(d, mu, sigma, num_samples, generator):
+    q = mu + sigma * torch.randn(num_samples, d, generator=generator, dtype=torch.float64)
+    k = mu + sigma * torch.randn(num_samples, d, generator=generator, dtype=torch.float64)
+    dots = (q * k).sum(dim=-1)
+    return dots.mean(), dots.var()  # BUG: tensors, not Python floats
 ''',
         "must_lose": ["test_moments_hidden_simulation"],
         "must_fail_public": ["test_moments_public"],
@@ -290,6 +361,20 @@ def sinusoidal_encoding(T, d):
         "must_fail_public": ["test_encodings_public"],
     },
     {
+        "name": "sinusoidal_left_in_float64",
+        "function": "sinusoidal_encoding",
+        "source": '''
+def sinusoidal_encoding(T, d):
+    t = torch.arange(T, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe = torch.zeros(T, d, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(t * omega), torch.cos(t * omega)
+    return pe  # BUG: float64, where the text asks for float32
+''',
+        "must_lose": ["test_encodings_hidden_sinusoidal"],
+        "must_fail_public": ["test_encodings_public"],
+    },
+    {
         "name": "one_hot_reversed",
         "function": "one_hot_encoding",
         "source": '''
@@ -331,6 +416,50 @@ def relative_bias_parameter_count(T, heads):
 ''',
         "must_lose": ["test_relative_hidden_count"],
         "must_fail_public": ["test_relative_public"],
+    },
+    {
+        "name": "relative_count_as_a_numpy_int",
+        "function": "relative_bias_parameter_count",
+        "source": '''
+def relative_bias_parameter_count(T, heads):
+    import numpy as np
+    return np.int64(2 * T - 1) * heads  # BUG: a NumPy integer, not a Python int
+''',
+        "must_lose": ["test_relative_hidden_count"],
+        "must_fail_public": ["test_relative_public"],
+    },
+    {
+        "name": "receptive_field_as_int32",
+        "function": "receptive_field",
+        "source": '''
+def receptive_field(sources):
+    T = sources[0].shape[-1]
+    reach = torch.eye(T, dtype=torch.bool)
+    for layer in sources:
+        new = reach.clone()
+        for head in layer:
+            new |= reach[head]
+        reach = new
+    return reach.sum(dim=1).to(torch.int32)  # BUG: int32, not int64
+''',
+        "must_lose": ["test_receptive_hidden"],
+        "must_fail_public": ["test_receptive_public"],
+    },
+    {
+        "name": "receptive_field_updated_in_place",
+        "function": "receptive_field",
+        "source": '''
+def receptive_field(sources):
+    T = sources[0].shape[-1]
+    reach = torch.eye(T, dtype=torch.bool)
+    for layer in sources:
+        for head in layer:
+            for i in range(T):
+                reach[i] |= reach[head[i]]  # BUG: later positions see this layer's updates
+    return reach.sum(dim=1)
+''',
+        "must_lose": ["test_receptive_hidden"],
+        "must_fail_public": ["test_receptive_public"],
     },
     {
         "name": "receptive_field_without_residual",

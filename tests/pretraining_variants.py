@@ -319,6 +319,24 @@ return self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C))
         "must_lose": ["test_synthesizer_hidden"],
         "must_fail_public": ["test_synthesizer_public"],
     },
+    {
+        "name": "span_length_upper_bound_excluded",  # torch.randint's high is excluded: L never reaches 7/8
+        "function": "span_corrupt",
+        "source": '''
+def span_corrupt(document, block_size, generator):
+    length = int(torch.randint(4, int(block_size * 7 / 8), (1,), generator=generator))  # BUG: high excluded
+    text = document[:length]
+    n = len(text)
+    span = int(torch.randint(0, n // 2 + 1, (1,), generator=generator))
+    start = int(torch.randint(0, n - span + 1, (1,), generator=generator))
+    prefix, masked, suffix = text[:start], text[start:start + span], text[start + span:]
+    s = prefix + MASK + suffix + MASK + masked
+    s = s + PAD * (block_size + 1 - len(s))
+    return s[:-1], s[1:]
+''',
+        "must_lose": ["test_span_hidden_distributions"],
+        "must_fail_public": ["test_span_public"],
+    },
     # ------------------------------------------------------------------ baseline and metric
     {
         "name": "baseline_from_the_dev_places",
@@ -327,6 +345,28 @@ return self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C))
 def most_common_baseline(train, dev):
     from collections import Counter
     place = Counter(p for _, p in dev).most_common(1)[0][0]  # BUG: looks at the answers
+    return [place] * len(dev)
+''',
+        "must_lose": ["test_baseline_hidden"],
+        "must_fail_public": ["test_baseline_public"],
+    },
+    {
+        "name": "baseline_first_train_place",
+        "function": "most_common_baseline",
+        "source": '''
+def most_common_baseline(train, dev):
+    return [train[0][1]] * len(dev)  # BUG: the first place, not the most common
+''',
+        "must_lose": ["test_baseline_hidden"],
+        "must_fail_public": ["test_baseline_public"],
+    },
+    {
+        "name": "baseline_counts_train_and_dev",
+        "function": "most_common_baseline",
+        "source": '''
+def most_common_baseline(train, dev):
+    from collections import Counter
+    place = Counter(p for _, p in train + dev).most_common(1)[0][0]  # BUG: the dev places count too
     return [place] * len(dev)
 ''',
         "must_lose": ["test_baseline_hidden"],
@@ -354,6 +394,18 @@ def exact_match(predictions, answers):
     return sum(p == a for p, a in zip(predictions, answers))  # BUG: a count, not a fraction
 ''',
         "must_lose": ["test_exact_match_hidden", "test_baseline_hidden"],
+        "must_fail_public": ["test_baseline_public"],
+    },
+    {
+        "name": "exact_match_refuses_only_empty_answers",
+        "function": "exact_match",
+        "source": '''
+def exact_match(predictions, answers):
+    if not answers:
+        raise ValueError("no answers")
+    return sum(p == a for p, a in zip(predictions, answers)) / len(answers)  # BUG: unequal lengths pass
+''',
+        "must_lose": ["test_exact_match_hidden"],
         "must_fail_public": ["test_baseline_public"],
     },
     {

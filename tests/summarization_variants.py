@@ -12,13 +12,78 @@ Sources may use what the notebook's setup cell imports (``math``, ``torch``, ``n
 other functions and classes the students write.
 """
 
+import ast
+
 from notebook_edits import master, pack_correct, pack_wrong
+
+
+def _definition(name: str) -> str:
+    """The master's top-level ``def`` or ``class`` ``name`` (one definition, not its whole cell), without
+    the solution markers and the TODO comments."""
+    for cell in master("summarization").cells:
+        if cell.cell_type != "code" or "TEST CONFIG" in cell.source:
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+                lines = cell.source.splitlines()[node.lineno - 1:node.end_lineno]
+                return "\n".join(line for line in lines if not line.strip().startswith(
+                    ("# BEGIN SOLUTION", "# END SOLUTION", "# TODO", "#   ")))
+    raise ValueError(f"no top-level definition of {name} in the master")
+
+
+def _edited(name: str, function: str, *edits: tuple[str, str], **fields) -> dict:
+    """A variant of ``function``: the master's definition with each ``(old, new)`` replaced once."""
+    source = _definition(function)
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"{name}: {old!r} is not once in the reference {function}")
+        source = source.replace(old, new)
+    return {"name": name, "function": function, "source": source, **fields}
+
+
+#: The given lines of ``Summarizer.decode`` for the cached case (the same mask as without a cache).
+_GIVEN_CACHED_MASK = """        if caches is not None:  # given: the new tokens' rows of the same mask, over the summary so far
+            if len(caches) == len(self.decoder):  # the first step: one more dict keeps the tokens so far
+                caches.append({})
+            so_far = caches[-1].get("tokens", tgt_in[:, :0])
+            start = so_far.shape[1]  # the new tokens are at positions start, start + 1, ...
+            caches[-1]["tokens"] = torch.cat([so_far, tgt_in], dim=1)  # (B, start + Tt)
+            self_mask = decoder_self_attention_mask(caches[-1]["tokens"], self.pad_id)[:, start:]  # (B, Tt, start + Tt)
+"""
+
+#: The reference's restriction of the next token's logits (temperature, top-k, nucleus) and its draw.
+_SAMPLING_STEP = """        logits = model(src, tokens)[:, -1].double() / temperature
+        if top_k is not None:
+            kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if top_p is not None:
+            probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+            before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above
+            drop = torch.zeros_like(logits, dtype=torch.bool).scatter(1, order, before >= top_p)
+            logits = logits.masked_fill(drop, float("-inf"))
+"""
+_TOP_K = """        if top_k is not None:
+            kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+"""
+_TOP_P = """        if top_p is not None:
+            probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+            before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above
+            drop = torch.zeros_like(logits, dtype=torch.bool).scatter(1, order, before >= top_p)
+            logits = logits.masked_fill(drop, float("-inf"))
+"""
+assert _SAMPLING_STEP == "        logits = model(src, tokens)[:, -1].double() / temperature\n" + _TOP_K + _TOP_P
 
 #: Hidden tests that use neither the attention nor the masks the students write.
 INDEPENDENT_OF_ATTENTION = [
     "test_positions_hidden_encoding", "test_positions_hidden_shift", "test_loss_hidden",
     "test_greedy_hidden", "test_sampling_hidden_top_k_and_structure", "test_sampling_hidden_frequencies",
     "test_beam_hidden_width_one_and_exhaustive", "test_beam_hidden_widths", "test_model_hidden_embedding",
+    "test_sampling_hidden_options_combined", "test_sampling_hidden_generator",
 ]
 
 WRONG = [
@@ -293,11 +358,15 @@ class Summarizer(nn.Module):
         return x
 
     def decode(self, memory, src, tgt_in, caches=None):
-        start = caches[0]["k"].shape[2] if caches and "k" in caches[0] else 0
-        if caches is not None:
-            T = tgt_in.shape[1]
-            self_mask = torch.ones(T, start + T, dtype=torch.bool).tril(start)
+        if caches is not None:  # the given lines
+            if len(caches) == len(self.decoder):
+                caches.append({})
+            so_far = caches[-1].get("tokens", tgt_in[:, :0])
+            start = so_far.shape[1]
+            caches[-1]["tokens"] = torch.cat([so_far, tgt_in], dim=1)
+            self_mask = decoder_self_attention_mask(caches[-1]["tokens"], self.pad_id)[:, start:]
         else:
+            start = 0
             self_mask = decoder_self_attention_mask(tgt_in, self.pad_id)
         cross_mask = cross_attention_mask(src, tgt_in, self.pad_id)
         x = self.embed_tokens(tgt_in, start)
@@ -311,6 +380,31 @@ class Summarizer(nn.Module):
         "must_lose": ["test_model_hidden_embedding"],
         "must_fail_public": ["test_model_public"],
     },
+    _edited("encode_throws_the_layers_outputs_away", "Summarizer",
+            ("            x = layer(x, mask)\n        return x",
+             "            layer(x, mask)  # BUG: the output is thrown away: the encoder is the embedding alone\n        return x"),
+            must_lose=["test_model_hidden_named_weights"], must_fail_public=["test_model_public"]),
+    _edited("decoder_layer_norm2_for_the_feed_forward", "DecoderLayer",
+            ("return self.norm3(x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x))))))",
+             "return self.norm2(x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x))))))  # BUG: norm2 again"),
+            # with default LayerNorm weights norm2 and norm3 are the same function: the checks give each its own
+            must_lose=["test_layers_hidden_decoder", "test_model_hidden_named_weights"], must_fail_public=["test_layers_public"]),
+    _edited("decoder_layer_cross_weights_averaged_over_heads", "DecoderLayer",
+            ("        attended, self.cross_weights = self.cross_attn(x, memory, memory, cross_mask)\n",
+             "        attended, weights = self.cross_attn(x, memory, memory, cross_mask)\n"
+             "        self.cross_weights = weights.mean(1)  # BUG: (B, Tt, Ts), not (B, heads, Tt, Ts)\n"),
+            must_lose=["test_layers_hidden_cross_weights"], must_fail_public=["test_layers_public"]),
+    _edited("cached_decoding_without_the_summarys_padding", "Summarizer",  # the given cached lines before issue 27
+            (_GIVEN_CACHED_MASK,
+             "        if caches is not None:  # BUG: a pad_id written in mid-summary is a key here, masked without the cache\n"
+             "            start = caches[0][\"k\"].shape[2] if \"k\" in caches[0] else 0\n"
+             "            T = tgt_in.shape[1]\n"
+             "            self_mask = torch.ones(T, start + T, dtype=torch.bool, device=src.device).tril(start)\n"),
+            must_lose=["test_model_hidden_cache", "test_cache_hidden"], must_fail_public=["test_model_public", "test_cache_public"]),
+    _edited("decoding_without_cache_masks_only_the_future", "Summarizer",
+            ("            self_mask = decoder_self_attention_mask(tgt_in, self.pad_id)\n",
+             "            self_mask = causal_mask(tgt_in.shape[1])  # BUG: a pad_id in mid-summary is a key here, masked with the cache\n"),
+            must_lose=["test_model_hidden_cache", "test_cache_hidden"], must_fail_public=["test_model_public", "test_cache_public"]),
     # ---------------------------------------------------------------- loss
     {
         "name": "loss_counts_padding",
@@ -494,6 +588,50 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
         "must_lose": ["test_beam_hidden_widths"],
         "must_fail_public": [],  # the public tree and toy checks happen to give the same answers
     },
+    _edited("sampling_top_p_before_top_k", "sample_decode", (_TOP_K + _TOP_P, _TOP_P + _TOP_K),
+            must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
+    _edited("sampling_top_p_first", "sample_decode",  # the nucleus of the raw logits, then the temperature and top-k
+            (_SAMPLING_STEP, "        logits = model(src, tokens)[:, -1].double()\n" + _TOP_P
+             + "        logits = logits / temperature\n" + _TOP_K),
+            must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
+    _edited("sampling_temperature_after_the_nucleus", "sample_decode",
+            ("        logits = model(src, tokens)[:, -1].double() / temperature\n",
+             "        logits = model(src, tokens)[:, -1].double()\n"),
+            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)",
+             "next_token = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator)  # BUG: too late"),
+            must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
+    _edited("sampling_top_k_skipped_with_top_p", "sample_decode",
+            ("        if top_k is not None:\n", "        if top_k is not None and top_p is None:  # BUG: one or the other\n"),
+            must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
+    _edited("sampling_ignores_the_generator", "sample_decode",
+            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)",
+             "next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1)  # BUG: torch's global random state"),
+            must_lose=["test_sampling_hidden_generator"], must_fail_public=["test_sampling_public"]),
+    {
+        "name": "beam_sets_finished_hypotheses_aside",
+        "function": "beam_search",
+        "source": '''
+def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
+    rows = []
+    for b in range(src.shape[0]):
+        beams, done = [([bos_id], 0.0)], []
+        for _ in range(max_len):
+            if not beams:
+                break
+            logp = torch.log_softmax(model(src[b:b + 1].expand(len(beams), -1), torch.tensor([t for t, _ in beams]))[:, -1].double(), -1)
+            top = logp.topk(min(beam_size, logp.shape[-1]), -1)
+            candidates = [(t + [tok], s + v) for (t, s), vs, toks in zip(beams, top.values.tolist(), top.indices.tolist())
+                          for v, tok in zip(vs, toks)]
+            candidates.sort(key=lambda c: -c[1])
+            done += [c for c in candidates if c[0][-1] == eos_id]  # BUG: finished ones are set aside, and the
+            beams = [c for c in candidates if c[0][-1] != eos_id][:beam_size]  # k places all go to unfinished ones
+        rows.append(max(done + beams, key=lambda c: c[1])[0])
+    length = max(len(r) for r in rows)
+    return torch.tensor([r + [eos_id] * (length - len(r)) for r in rows])
+''',
+        "must_lose": ["test_beam_hidden_widths"],
+        "must_fail_public": ["test_beam_public"],
+    },
 ]
 
 CORRECT = [
@@ -666,6 +804,132 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
         results.append(max(beam, key=lambda c: c[0])[1])
     width = max(map(len, results))
     return torch.tensor([r + [eos_id] * (width - len(r)) for r in results])
+''',
+    },
+    {
+        "name": "model_built_in_another_order",  # the hidden tests set weights by name, never by creation order
+        "edits": [
+            ("EncoderLayer", '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.norm2, self.norm1 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.linear2, self.linear1 = nn.Linear(d_ff, d_model), nn.Linear(d_model, d_ff)
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+
+    def forward(self, x, mask=None):
+        attended, _ = self.self_attn(x, x, x, mask=mask)
+        x = self.norm1(x + self.dropout(attended))
+        hidden = self.dropout(torch.relu(self.linear1(x)))
+        return self.norm2(x + self.dropout(self.linear2(hidden)))
+'''),
+            ("DecoderLayer", '''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.cross_weights = None
+        self.norm3, self.norm2, self.norm1 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.linear2, self.linear1 = nn.Linear(d_ff, d_model), nn.Linear(d_model, d_ff)
+        self.cross_attn, self.self_attn = MultiHeadAttention(d_model, num_heads), MultiHeadAttention(d_model, num_heads)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, memory, self_mask=None, cross_mask=None, cache=None):
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask=self_mask, cache=cache)[0]))
+        attended, weights = self.cross_attn(x, memory, memory, mask=cross_mask)
+        self.cross_weights = weights.detach()
+        x = self.norm2(x + self.dropout(attended))
+        return self.norm3(x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x))))))
+'''),
+            ("Summarizer", '''
+class Summarizer(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, max_len, pad_id, dropout=0.1):
+        super().__init__()
+        self.pad_id, self.d_model = pad_id, d_model
+        self.out = nn.Linear(d_model, vocab_size)
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("positions", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+
+    def embed_tokens(self, tokens, start=0):
+        positions = self.positions[start: start + tokens.shape[1]].unsqueeze(0)
+        return self.dropout(self.embed(tokens) * self.d_model ** 0.5 + positions)
+
+    def encode(self, src):
+        real = padding_mask(src, self.pad_id)
+        x = self.embed_tokens(src)
+        for layer in self.encoder:
+            x = layer(x, real.unsqueeze(1).repeat(1, src.shape[1], 1))
+        return x
+
+    def decode(self, memory, src, tgt_in, caches=None):
+        if caches is not None:  # given
+            if len(caches) == len(self.decoder):
+                caches.append({})
+            so_far = caches[-1].get("tokens", tgt_in[:, :0])
+            start = so_far.shape[1]
+            caches[-1]["tokens"] = torch.cat([so_far, tgt_in], dim=1)
+            self_mask = decoder_self_attention_mask(caches[-1]["tokens"], self.pad_id)[:, start:]
+        else:
+            start = 0
+            self_mask = decoder_self_attention_mask(tgt_in, self.pad_id)
+        x = self.embed_tokens(tgt_in, start)
+        cross_mask = cross_attention_mask(src, tgt_in, self.pad_id)
+        for layer, cache in zip(self.decoder, caches if caches is not None else [None] * len(self.decoder)):
+            x = layer(x, memory, self_mask, cross_mask, cache)
+        return self.out(x)
+
+    def forward(self, src, tgt_in):
+        memory = self.encode(src)
+        return self.decode(memory, src, tgt_in)
+'''),
+        ],
+    },
+    {
+        "name": "sampling_row_by_row_in_float32",  # more model calls, the generator used in another order
+        "function": "sample_decode",
+        "source": '''
+def sample_decode(model, src, max_len, bos_id, eos_id, temperature=1.0, top_k=None, top_p=None, generator=None):
+    rows = []
+    for b in range(src.shape[0]):
+        tokens = [bos_id]
+        while len(tokens) <= max_len and not (len(tokens) > 1 and tokens[-1] == eos_id):
+            logits = model(src[b:b + 1], torch.tensor([tokens]))[0, -1].float() / temperature
+            if top_k is not None:
+                values, indices = logits.sort(descending=True)
+                logits = torch.full_like(logits, float("-inf")).scatter(0, indices[:top_k], values[:top_k])
+            if top_p is not None:
+                ranked, order = logits.softmax(-1).sort(descending=True)
+                logits[order[(ranked.cumsum(0) - ranked) >= top_p]] = float("-inf")
+            tokens.append(int(torch.multinomial(logits.softmax(-1), 1, generator=generator)))
+        rows.append(tokens)
+    width = max(map(len, rows))
+    return torch.tensor([row + [eos_id] * (width - len(row)) for row in rows])
+''',
+    },
+    {
+        "name": "cached_decoding_in_eval_mode_and_back",  # train/eval mode inside a decoder is the student's choice
+        "function": "greedy_decode_cached",
+        "source": '''
+def greedy_decode_cached(model, src, max_len, bos_id, eos_id):
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            memory = model.encode(src)
+            caches = [dict() for _ in range(len(model.decoder))]
+            tokens = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
+            done = torch.zeros(src.shape[0], dtype=torch.bool)
+            while tokens.shape[1] <= max_len and not done.all():
+                step = model.decode(memory, src, tokens[:, -1:], caches)[:, -1].argmax(-1)
+                step = torch.where(done, torch.full_like(step, eos_id), step)
+                done = done | (step == eos_id)
+                tokens = torch.cat([tokens, step[:, None]], 1)
+    finally:
+        model.train(was_training)
+    return tokens
 ''',
     },
 ]

@@ -9,7 +9,7 @@ import pytest
 
 from autograder.check import leak_problems, read_secrets
 from autograder.layout import Layout
-from autograder.worker import InvalidSubmission, read_submission_notebook
+from autograder.submissions import InvalidSubmission, read_submission_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 SLUG = "kernel_attention"

@@ -18,7 +18,8 @@ import pytest
 
 from adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywhere
 from autograder.gradescope import emulate
-from autograder.grade import Limits, run_worker
+from autograder.grade import Limits
+from autograder.worker import run_worker
 from conftest import SLUG, variant_notebook
 from test_sealed_grading import processes_with
 
@@ -114,7 +115,9 @@ def test_results_are_in_gradescopes_format_with_hidden_tests_after_publishing(gr
     assert sum(t["max_score"] for t in graded) == 22
     assert results["score"] == sum(t["score"] for t in graded)
     failed = [t for t in graded if t["status"] == "failed" and t["visibility"] == "after_published"]
-    assert failed and all("differ" in t["output"] or "raised" in t["output"] for t in failed)
+    assert failed and any("differ" in t["output"] for t in failed), failed
+    for test in failed:  # a verdict for the student, never the test's code or the expected values
+        assert test["output"] and "expect(" not in test["output"] and "torch.randn" not in test["output"], test
     json.dumps(results)  # plain JSON
 
 

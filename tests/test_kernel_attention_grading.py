@@ -14,7 +14,8 @@ import yaml
 
 from autograder.build import build
 from autograder.check import _tree_differences, leak_problems
-from autograder.grade import Grader, run_worker
+from autograder.grade import Grader
+from autograder.worker import run_worker
 
 from conftest import SLUG, REPO, LIMITS, variant_notebook
 from kernel_attention_variants import CORRECT, WRONG

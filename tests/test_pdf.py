@@ -255,3 +255,40 @@ def test_every_assignment_gets_a_pdf_of_its_written_answers(layout, tmp_path):
         for i, (question, _) in enumerate(questions):
             assert f"S{k}-ANSWER-{i}" in text and question in text, (slug, question)
         assert f"S{k}-PRINTED" in text and images(pdf) == 1, slug
+
+
+def test_markdown_reads_as_jupyterlab_shows_it(layout, tmp_path):
+    """A list typed right under a line of text is a list in JupyterLab; so it is in the PDF (it used
+    to run into one paragraph). Tables, fenced code and both kinds of math too."""
+    answer = ("My points:\n- ALPHAITEM first\n- BETAITEM second\n\n| COLA | COLB |\n|---|---|\n| CELL1 | CELL2 |\n\n"
+              "```python\nCODELINE = 1\n```\n\nInline $a_j$ and display $$\\sum_j a_j$$ MATHEND")
+    nb = answered(layout, "kernel_attention", "LIST", extra={0: answer}, figure=False)
+    render_pdf(nb, tmp_path / "list.pdf", title="list", names=manual_questions_of(layout.master("kernel_attention")))
+    lines = [line.strip() for line in text_of(tmp_path / "list.pdf").splitlines()]
+    alpha = next(i for i, line in enumerate(lines) if "ALPHAITEM" in line)
+    assert "BETAITEM" not in lines[alpha] and any("BETAITEM" in line for line in lines[alpha + 1:alpha + 3]), lines
+    assert "My points:" not in lines[alpha]  # the list starts on its own line
+    assert any("COLA" in line and "COLB" in line for line in lines) and any("CELL1" in l and "CELL2" in l for l in lines)
+    assert any("CODELINE = 1" in line for line in lines) and any("MATHEND" in line for line in lines)
+    assert not any("$$" in line or "```" in line or "|---|" in line for line in lines)
+
+
+def test_a_pathological_answer_is_set_within_the_budget_and_keeps_its_text(layout, tmp_path):
+    """A 1,500-character word, CJK, emoji, TeX specials and display math in one answer: the PDF is
+    made within the typesetting budget, and every piece of the answer is in it."""
+    import time
+
+    from helpers.pdf import ALONE_SECONDS, TYPESET_SECONDS
+
+    word = "".join(chr(ord("a") + i % 26) for i in range(1500))
+    answer = (f"WORDSTART{word}WORDEND then 注意力机制 🙂 and 100% of $5 & #1 ^ ~ \\ {{ }}\n\n"
+              "$$\\sum_{j=1}^{T} \\exp(q_i^\\top k_j) \\frac{1}{2}$$ PATHOLOGICALEND")
+    nb = answered(layout, "kernel_attention", "PATH", extra={0: answer}, figure=False)
+    started = time.monotonic()
+    rendered = render_pdf(nb, tmp_path / "path.pdf", title="path",
+                          names=manual_questions_of(layout.master("kernel_attention")))
+    assert time.monotonic() - started < TYPESET_SECONDS + ALONE_SECONDS + 30
+    text = "".join(text_of(tmp_path / "path.pdf").split())  # the word wraps: compare without the breaks
+    for piece in ("WORDSTART", word[:200], word[-200:], "WORDEND", "注意力机制", "100%of$5&#1", "PATHOLOGICALEND"):
+        assert piece in text, piece
+    assert rendered.pages >= 1

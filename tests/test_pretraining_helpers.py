@@ -1,6 +1,5 @@
 """The pretraining notebook's data, model and harnesses in ``helpers.pretraining``."""
 
-import random
 from collections import Counter
 
 import pytest

@@ -119,7 +119,7 @@ def test_without_bubblewrap_grading_says_how_to_fix_the_set_up_never_to_grade_un
     message = str(refused.value)
     assert "--unsafe" not in message and "unsealed" not in message
     if os.geteuid() == 0:
-        assert f"chmod o-rwx" in message and str(layout.solutions) in message, message
+        assert "chmod o-rwx" in message and str(layout.solutions) in message, message
     else:
         assert "user namespaces" in message, message
 
@@ -257,7 +257,7 @@ def test_killed_grader_leaves_no_sandbox_and_a_rerun_ends_with_one_row_each(layo
 def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions, graded):
     """Gradescope and `otter run` use the same zip: golden values compared inside the kernel, the
     same scores as the sealed run."""
-    from autograder.grade import run_worker
+    from autograder.worker import run_worker
     from kernel_attention_variants import WRONG
 
     folder, _, _ = submissions

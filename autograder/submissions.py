@@ -1,0 +1,90 @@
+"""A submission's intake: where submissions are found, what they are called, and the one notebook
+each holds (an ``.ipynb``, or a zip with exactly one), checked before anything runs it.
+
+``course grade``, ``course pdf``, the Gradescope entry point and the nbgrader gradebook writer all
+take submissions in through here; nothing of a submission is extracted to disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import stat
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+SUBMISSION_SUFFIXES = (".ipynb", ".zip")
+#: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
+MAX_NOTEBOOK_BYTES = 100 << 20
+
+
+def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(gradable files, other files) under ``folder``, hidden folders and checkpoints skipped."""
+    gradable, other = [], []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        (gradable if path.suffix.lower() in SUBMISSION_SUFFIXES else other).append(path)
+    return gradable, other
+
+
+def submission_id(path: Path, folder: Path) -> str:
+    return path.relative_to(folder).as_posix().replace("/", "__")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class InvalidSubmission(Exception):
+    """The file is not something we can grade (not a notebook, corrupted, wrong assignment)."""
+
+
+def read_submission_notebook(path: Path):
+    """Load the notebook of a submission (.ipynb, or a .zip holding exactly one)."""
+    try:
+        if path.suffix == ".zip":
+            with zipfile.ZipFile(path) as zf:
+                text = _notebook_in_zip(zf)
+        else:
+            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                raise InvalidSubmission(f"the notebook is {path.stat().st_size >> 20} MB; at most "
+                                        f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded (clear large outputs)")
+            text = path.read_text(encoding="utf-8")
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except InvalidSubmission:
+        raise
+    except zipfile.BadZipFile:
+        raise InvalidSubmission("not a valid zip file (corrupted or truncated upload?)") from None
+    except UnicodeDecodeError:
+        raise InvalidSubmission("the notebook is not UTF-8 text") from None
+    except Exception as err:  # nbformat / json errors come in many types
+        reason = str(err).splitlines()[0][:200]
+        raise InvalidSubmission(f"not a readable Jupyter notebook: {type(err).__name__}: {reason}") from None
+    return nb
+
+
+def _notebook_in_zip(zf: zipfile.ZipFile) -> str:
+    """The text of the one notebook in a submission zip; nothing is extracted to disk."""
+    for info in zf.infolist():
+        parts = info.filename.replace("\\", "/").split("/")
+        if info.filename.startswith("/") or ".." in parts:
+            raise InvalidSubmission(f"the zip holds an entry with an unsafe path ({info.filename[:80]!r})")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InvalidSubmission(f"the zip holds a symbolic link ({info.filename[:80]!r}); upload the files themselves")
+    names = [i for i in zf.infolist() if i.filename.endswith(".ipynb") and "/." not in "/" + i.filename]
+    if len(names) != 1:
+        raise InvalidSubmission(f"the zip holds {len(names)} notebooks; expected exactly one")
+    if names[0].file_size > MAX_NOTEBOOK_BYTES:
+        raise InvalidSubmission(f"the notebook in the zip is {names[0].file_size >> 20} MB; at most "
+                                f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded")
+    return zf.read(names[0]).decode("utf-8")
+
+
+def assignment_of(nb) -> str | None:
+    return nb.metadata.get("otter", {}).get("assignment_name")

@@ -19,11 +19,12 @@ def find_layout(args) -> Layout:
 
 
 def cmd_build(args) -> int:
-    from .build import build
+    from .build import build_all
 
     layout = find_layout(args)
-    for slug in args.slugs or layout.slugs():
-        build(layout, slug)
+    slugs = args.slugs or layout.slugs()
+    build_all(layout, slugs, jobs=args.jobs)
+    for slug in slugs:
         if args.nbgrader:
             from .nbgrader_io import add_to_course
 
@@ -112,6 +113,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build student notebooks and autograders from the masters")
     b.add_argument("slugs", nargs="*", help="assignments to build (default: all)")
+    b.add_argument("--jobs", type=int, default=2, help="assignments built at once (default 2)")
     b.add_argument("--nbgrader", metavar="DIR", help="also write an nbgrader course folder: source/<assignment>/ "
                                                      "with nbgrader cell metadata, and nbgrader_config.py")
     b.set_defaults(func=cmd_build)

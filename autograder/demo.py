@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .build import build
+from .build import build_all
 from .grade import Grader, Limits
 from .reports import format_table
 from .layout import Layout
@@ -37,9 +37,10 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     started = time.perf_counter()
     expected = {}
     slugs = layout.slugs()
+    log(f"== building {len(slugs)} assignments, two at a time (each executes its reference solution and records "
+        "golden values)")
+    build_all(layout, slugs, jobs=2, log=log)
     for slug in slugs:
-        log(f"== building {slug} (executes the reference solution and records golden values)")
-        build(layout, slug, log=log)
         for name, status in write_samples(layout, slug, out / "submissions" / slug, only=ASSIGNMENT_SAMPLES).items():
             expected[f"{slug}__{name}"] = status
     bad_slug = BAD_INPUTS_ASSIGNMENT if BAD_INPUTS_ASSIGNMENT in slugs else slugs[0]

@@ -49,6 +49,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .sandbox_runner import CHANNEL_ENV
+
 #: First uid handed to sandboxes when the grader runs as root (one uid per concurrent job);
 #: ``$COURSE_SANDBOX_UID_BASE`` moves the range (two graders side by side on one machine).
 SANDBOX_UID_BASE = 64000
@@ -59,8 +61,6 @@ def uid_base() -> int:
     return int(os.environ.get(UID_BASE_ENV) or SANDBOX_UID_BASE)
 POLL_SECONDS = 0.1
 THREADS_PER_PROCESS = 8
-#: Environment variable that tells the runner which file descriptor carries its messages out.
-CHANNEL_ENV = "COURSE_CHANNEL_FD"
 #: Environment variable naming the read end of the lifeline pipe (see ``LIFELINE``).
 LIFELINE_ENV = "COURSE_LIFELINE_FD"
 #: Runs first in every sandbox: a background shell blocks on the lifeline, which reaches end of

@@ -30,7 +30,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+# The contract between the grader and this runner, named once: the grader imports these from here
+# (this file runs alone inside the sandbox, so it imports nothing of the bundle).
+#: The file descriptor that carries the runner's messages out.
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
+#: How ``helpers.golden`` is told to collect values and where to (its MODE_ENV and OUTBOX_ENV).
+GOLDEN_MODE_ENV = "COURSE_GOLDEN_MODE"
+GOLDEN_OUTBOX_ENV = "COURSE_GOLDEN_OUTBOX"
 #: Where the grader shows this run its files (bound at /grading/... by bubblewrap; host folders
 #: shared with this run's uid under POSIX separation).
 SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"  # read-only: the notebook and job.json
@@ -65,8 +71,8 @@ del __CourseGraderStandIn
 TEST_DRIVER = r'''
 def __course_run_test_file(source, outbox):
     import ast, inspect, json, os
-    os.environ["COURSE_GOLDEN_MODE"] = "collect"
-    os.environ["COURSE_GOLDEN_OUTBOX"] = outbox
+    os.environ["@GOLDEN_MODE_ENV@"] = "collect"
+    os.environ["@GOLDEN_OUTBOX_ENV@"] = outbox
     user_ns = get_ipython().user_ns
     tree = ast.parse(source)
     tree.body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "otter.test_files")]
@@ -92,7 +98,7 @@ def __course_run_test_file(source, outbox):
                               "error": f"{type(err).__name__}: {err}"}), flush=True)
         else:
             print(json.dumps({"test": fn.__name__, "passed": True, "error": ""}), flush=True)
-'''
+'''.replace("@GOLDEN_MODE_ENV@", GOLDEN_MODE_ENV).replace("@GOLDEN_OUTBOX_ENV@", GOLDEN_OUTBOX_ENV)
 
 
 def protect_self() -> None:

@@ -179,3 +179,13 @@ def test_a_single_number_is_compared():
     assert judge(spec, encode(torch.tensor(2.5, dtype=torch.float64))) is None
     assert judge(spec, encode(torch.tensor(2.6))).startswith("the value differs from the reference by 0.1")
     assert "non-finite" in judge(spec, encode(torch.tensor(float("nan"))))
+
+
+def test_the_sandbox_runner_tells_helpers_golden_to_collect_in_its_own_words():
+    """The runner runs alone in the sandbox and imports nothing of the bundle: the names of the
+    contract it shares with helpers.golden must be the same strings."""
+    from autograder import sandbox_runner
+    from helpers import golden
+
+    assert (sandbox_runner.GOLDEN_MODE_ENV, sandbox_runner.GOLDEN_OUTBOX_ENV) == (golden.MODE_ENV, golden.OUTBOX_ENV)
+    assert f'os.environ["{golden.MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER

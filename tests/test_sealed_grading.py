@@ -155,7 +155,8 @@ def test_an_unprivileged_user_can_start_the_sandbox():
 def run_probe_as_nobody(tmp_path: Path) -> None:
     copy = tmp_path / "lib" / "autograder"
     copy.mkdir(parents=True)
-    shutil.copy(REPO / "autograder" / "sandbox.py", copy / "sandbox.py")
+    for module in ("sandbox.py", "sandbox_runner.py"):  # the sandbox and the contract it shares with the runner
+        shutil.copy(REPO / "autograder" / module, copy / module)
     (copy / "__init__.py").write_text("")
     from autograder.sandbox import _reachable_copy, bwrap_binary
     bwrap = _reachable_copy(Path(bwrap_binary()), tmp_path / "bwrap")  # wherever the venv lies, nobody can run this
@@ -174,7 +175,7 @@ print("uid", os.getuid(), "killed_for", run.killed_for)
 """)
     for path in (tmp_path, tmp_path / "lib", copy):
         path.chmod(0o755)
-    for path in (script, copy / "sandbox.py", copy / "__init__.py"):
+    for path in (script, copy / "sandbox.py", copy / "sandbox_runner.py", copy / "__init__.py"):
         path.chmod(0o644)
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
                           capture_output=True, text=True, timeout=60, cwd="/")

@@ -206,8 +206,12 @@ class _Sealed:
     python: Path
     staging: Path
 
+    uid_start: int | None = None  # the first uid claimed for this run (claim_uids); default uid_base()
+
     def uid(self, slot: int) -> int:
-        return uid_base() + slot if os.geteuid() == 0 else os.getuid()
+        if os.geteuid() != 0:
+            return os.getuid()
+        return (self.uid_start if self.uid_start is not None else uid_base()) + slot
 
     def inside(self, host: Path, dest: str) -> str:
         """The path under which the sandboxed process sees ``host`` (bound at ``dest`` or not)."""
@@ -392,8 +396,8 @@ class Sandbox(_Sealed):
 class PosixSandbox(_Sealed):
     """Sealed by plain POSIX separation, for where bubblewrap cannot start; the grader must be root.
 
-    The submission runs as a uid of its own per job (``SANDBOX_UID_BASE`` + slot, checked to be
-    nobody's), with no capabilities and no way to gain any (``--no-new-privs``, an empty bounding
+    The submission runs as a uid of its own per job (claimed by :func:`claim_uids`: nobody's account,
+    no other grader's), with no capabilities and no way to gain any (``--no-new-privs``, an empty bounding
     set), in a private home and temp folder under the grader's staging folder. It reads what
     :meth:`grant` shares with its group and what the system makes world-readable; so the grader
     checks (:meth:`require_private`) that the golden values, the hidden tests, the results and
@@ -509,17 +513,38 @@ class PosixSandbox(_Sealed):
             shutil.rmtree(place.host_folder, ignore_errors=True)
 
 
-def free_uid_base(count: int) -> int:
-    """The first sandbox uid, if no account has any of the ``count`` uids from it (else a failure:
-    a sandbox must never run as somebody's account)."""
+#: Where graders on one machine mark the uids they use (root-only folders first).
+UID_LOCK_FOLDERS = ("/run/lock", "/var/lock", "/tmp")
+
+
+def claim_uids(count: int, tries: int = 64) -> tuple[int, list]:
+    """The first of ``count`` consecutive sandbox uids that no account has and no other grader on
+    this machine uses, and the open lock files that hold them (closed: released). Two graders on
+    one uid would count each other's processes and kill them."""
+    import fcntl
     import pwd
 
+    folder = next((Path(f) for f in UID_LOCK_FOLDERS if os.access(f, os.W_OK)), Path(tempfile.gettempdir()))
     base = uid_base()
-    taken = [uid for uid in range(base, base + count) if _has_account(pwd, uid)]
-    if taken:
-        raise SandboxUnavailable(f"uid {taken[0]} belongs to an account here; the sandboxes use uids "
-                                 f"{base}-{base + count - 1} (set {UID_BASE_ENV} to move them)")
-    return base
+    for attempt in range(tries):
+        start = base + attempt * count
+        held = []
+        for uid in range(start, start + count):
+            if _has_account(pwd, uid):
+                break
+            handle = open(folder / f"course-sandbox-uid-{uid}.lock", "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                break
+            held.append(handle)
+        if len(held) == count:
+            return start, held
+        for handle in held:
+            handle.close()
+    raise SandboxUnavailable(f"no {count} free sandbox uids from {base} on (accounts or other graders hold them); "
+                             f"set {UID_BASE_ENV} to another range")
 
 
 def _has_account(pwd, uid: int) -> bool:
@@ -538,29 +563,27 @@ def _root_may(*flags: str, command: tuple | list = ("true",)) -> bool:
         return False
 
 
-def open_sandbox(staging: Path, python: Path, mode: str | None = None) -> _Sealed:
+def open_sandbox(staging: Path, python: Path, mode: str | None = None, jobs: int = 1) -> tuple[_Sealed, list]:
     """The sandbox for this machine, checked by starting one: bubblewrap where it starts (``auto``),
     else POSIX separation when the grader is root. ``mode`` (default ``$COURSE_SANDBOX`` or
-    ``auto``) forces one. Raises SandboxUnavailable with what to do."""
+    ``auto``) forces one. Also returns the lock files that hold its ``jobs`` uids (close them when
+    the run ends). Raises SandboxUnavailable with what to do."""
     mode = mode or os.environ.get(SANDBOX_MODE_ENV) or "auto"
     if mode not in SANDBOX_MODES:
         raise SandboxUnavailable(f"{SANDBOX_MODE_ENV}={mode!r}: expected one of {', '.join(SANDBOX_MODES)}")
+    start, held = claim_uids(max(1, jobs)) if os.geteuid() == 0 else (None, [])
     failures = []
-    if mode in ("auto", "bubblewrap"):
+    kinds = ([Sandbox] if mode in ("auto", "bubblewrap") else []) + ([PosixSandbox] if mode in ("auto", "posix") else [])
+    for kind in kinds:
         try:
-            sandbox = Sandbox(python=python, staging=staging)
+            sandbox = kind(python=python, staging=staging)
+            sandbox.uid_start = start
             sandbox.probe()
-            return sandbox
+            return sandbox, held
         except SandboxUnavailable as err:
             failures.append(str(err))
-    if mode in ("auto", "posix"):
-        try:
-            free_uid_base(8)
-            sandbox = PosixSandbox(python=python, staging=staging)
-            sandbox.probe()
-            return sandbox
-        except SandboxUnavailable as err:
-            failures.append(str(err))
+    for handle in held:
+        handle.close()
     raise SandboxUnavailable("; and ".join(failures))
 
 

@@ -204,7 +204,7 @@ class SandboxPool:
             self.lib = runner_library(self.workspace)
             staging = self.workspace / "staging"
             staging.mkdir(mode=0o711)
-            self.sandbox = open_sandbox(staging, Path(sys.executable), self.mode)
+            self.sandbox, self._uid_locks = open_sandbox(staging, Path(sys.executable), self.mode, self.jobs)
             if isinstance(self.sandbox, PosixSandbox):
                 self.sandbox.require_private(self.private)
         except BaseException:
@@ -222,6 +222,8 @@ class SandboxPool:
 
     def close(self) -> None:
         shutil.rmtree(self.workspace, ignore_errors=True)
+        for handle in getattr(self, "_uid_locks", []):
+            handle.close()  # the uids are free for another grader
 
     def __enter__(self) -> "SandboxPool":
         return self.start()

@@ -82,9 +82,19 @@ def main(copies: int = 6) -> None:
         if os.geteuid() == 0:
             from autograder.gradescope import emulate
 
+            import queue
+
+            uid_bases = queue.Queue()  # one per worker: two graders on one uid would kill each other's processes
+            for base in range(64200, 64200 + 10 * JOBS, 10):
+                uid_bases.put(base)
+
             def check(i: int) -> None:
-                results = emulate(zip_path, submissions / f"student{i}.ipynb",
-                                  env={"COURSE_SANDBOX_UID_BASE": str(64200 + 10 * (i % JOBS))})
+                base = uid_bases.get()
+                try:
+                    results = emulate(zip_path, submissions / f"student{i}.ipynb",
+                                      env={"COURSE_SANDBOX_UID_BASE": str(base)})
+                finally:
+                    uid_bases.put(base)
                 assert results["score"] == 22, results["output"]
 
             started = time.perf_counter()

@@ -11,6 +11,7 @@ notebook scores honestly; the complete sample, its export zip and a known-wrong 
 
 import json
 import os
+import queue
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
@@ -69,15 +70,22 @@ def uploads(submissions, tmp_path_factory):
 @pytest.fixture(scope="module")
 def gradescope(root_only, layout, uploads):
     """{name: results.json} of every upload graded through the zip as Gradescope runs it; two at
-    once, each pair with its own sandbox uid (one container each on Gradescope)."""
+    once, each with its own sandbox uids (one container each on Gradescope)."""
     zip_path = layout.autograder_zip(SLUG)
+    uid_bases = queue.Queue()  # one per worker: two graders with one uid would kill each other's processes
+    for base in (64100, 64110):
+        uid_bases.put(base)
 
     def run(item):
-        index, (name, path) = item
-        return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(64100 + 10 * (index % 2))})
+        name, path = item
+        base = uid_bases.get()
+        try:
+            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base)})
+        finally:
+            uid_bases.put(base)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, enumerate(sorted(uploads.items()))))
+        return dict(pool.map(run, sorted(uploads.items())))
 
 
 def test_stock_otter_gives_a_wrong_notebook_full_marks_under_each_forgery(layout, uploads, gradescope):

@@ -67,3 +67,23 @@ def test_the_demo_calls_a_reference_short_of_full_marks_unexpected():
     assert unexpected(short, expected) == ["a__complete.ipynb: the reference scored 6/10 (q1 6/10)"]
     assert unexpected(fine[:2], expected) == ["a__partial.ipynb: no row"]
     assert "status timeout" in unexpected([row("a__complete.ipynb", "timeout", 0), *fine[1:]], expected)[0]
+
+
+def test_two_graders_on_one_machine_never_share_a_sandbox_uid():
+    """A POSIX-separated run kills every process of its uids: a second grader (course pdf beside
+    course grade, two courses) must get other uids, and the first one's come free when it ends."""
+    import pytest
+
+    from autograder.sandbox import claim_uids
+
+    if os.geteuid() != 0:
+        pytest.skip("sandbox uids are claimed only when the grader is root")
+    first, held = claim_uids(2)
+    second, held_too = claim_uids(2)
+    assert set(range(first, first + 2)).isdisjoint(range(second, second + 2))
+    for handle in held:
+        handle.close()
+    again, held_again = claim_uids(2)
+    assert again == first
+    for handle in held_too + held_again:
+        handle.close()

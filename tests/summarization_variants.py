@@ -9,7 +9,8 @@ Pure data, no tests; the contract of ``kernel_attention_variants``:
 * every ``CORRECT`` entry must pass every hidden test and every public check.
 
 Sources may use what the notebook's setup cell imports (``math``, ``torch``, ``nn``, ``F``) and the
-other functions and classes the students write.
+other functions and classes the students write. Many are the master's own definition with one edit
+(``_edited``), so they follow the reference and its given lines as those change.
 """
 
 import ast
@@ -586,26 +587,27 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
     return torch.tensor([r + [eos_id] * (length - len(r)) for r in rows])
 ''',
         "must_lose": ["test_beam_hidden_widths"],
-        "must_fail_public": [],  # the public tree and toy checks happen to give the same answers
+        "must_fail_public": ["test_beam_public"],  # the tree and the greedy checks give the same answers; early ends do not
     },
-    _edited("sampling_top_p_before_top_k", "sample_decode", (_TOP_K + _TOP_P, _TOP_P + _TOP_K),
+    _edited("sampling_top_p_before_top_k", "sample_decode",
+            (_TOP_K + _TOP_P, "        # BUG: the nucleus of all the tokens, then top-k\n" + _TOP_P + _TOP_K),
             must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
     _edited("sampling_top_p_first", "sample_decode",  # the nucleus of the raw logits, then the temperature and top-k
-            (_SAMPLING_STEP, "        logits = model(src, tokens)[:, -1].double()\n" + _TOP_P
+            (_SAMPLING_STEP, "        logits = model(src, tokens)[:, -1].double()  # BUG: the nucleus comes first\n" + _TOP_P
              + "        logits = logits / temperature\n" + _TOP_K),
             must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
     _edited("sampling_temperature_after_the_nucleus", "sample_decode",
             ("        logits = model(src, tokens)[:, -1].double() / temperature\n",
              "        logits = model(src, tokens)[:, -1].double()\n"),
-            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)",
-             "next_token = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator)  # BUG: too late"),
+            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[:, 0]",
+             "next_token = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator)[:, 0]  # BUG: late"),
             must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
     _edited("sampling_top_k_skipped_with_top_p", "sample_decode",
             ("        if top_k is not None:\n", "        if top_k is not None and top_p is None:  # BUG: one or the other\n"),
             must_lose=["test_sampling_hidden_options_combined"], must_fail_public=["test_sampling_public"]),
     _edited("sampling_ignores_the_generator", "sample_decode",
-            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)",
-             "next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1)  # BUG: torch's global random state"),
+            ("next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[:, 0]",
+             "next_token = torch.multinomial(torch.softmax(logits, dim=-1), 1)[:, 0]  # BUG: torch's global random state"),
             must_lose=["test_sampling_hidden_generator"], must_fail_public=["test_sampling_public"]),
     {
         "name": "beam_sets_finished_hypotheses_aside",

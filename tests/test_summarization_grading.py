@@ -30,10 +30,21 @@ def test_the_tree_is_homework_6s_trap_for_beam_search():
     src = torch.zeros(1, 1, dtype=torch.long)
     best, score = S.exhaustive_search(S.TreeModel(), src, 3, 0, 3)
     assert best == [0, 1, 2, 2] and math.isclose(math.exp(score), 0.55 * 0.40 * 0.99)
-    for prefix, options in S.TREE.items():
+    for prefix, options in S.TREE.items():  # the model is the tree, and bos and eos never win
         assert math.isclose(sum(options.values()), 1.0), prefix
-    logits = S.TreeModel()(src, torch.tensor([[0, 2, 1]]))
-    assert torch.allclose(torch.softmax(logits[0, 2], -1)[1:3], torch.tensor([0.5, 0.5], dtype=torch.float64))
+        probs = torch.softmax(S.TreeModel()(src, torch.tensor([[0, *prefix]]))[0, -1], -1)
+        assert torch.allclose(probs[1:3], torch.tensor([options[1], options[2]], dtype=torch.float64)), prefix
+        assert probs[[0, 3]].max() == 0, prefix
+    # Question 10b by hand, width 2: no two candidates ever tie, so "which sequences are kept" has one
+    # answer, and the beam drops "neural network" at step 2, the prefix of the most likely sequence
+    beams, kept = [((), 1.0)], []
+    for _step in range(3):
+        candidates = sorted(((p + (w,), q * S.TREE[p][w]) for p, q in beams for w in (1, 2)), key=lambda c: -c[1])
+        scores = [q for _, q in candidates]
+        assert min(a - b for a, b in zip(scores, scores[1:])) > 1e-3, candidates
+        beams = candidates[:2]
+        kept.append([p for p, _ in beams])
+    assert kept[1] == [(2, 1), (1, 1)] and kept[2] == [(1, 1, 2), (2, 1, 1)]
 
 
 def test_the_toy_model_depends_on_the_article_and_the_whole_prefix():

@@ -29,6 +29,7 @@ from helpers.golden import golden_blob  # the format use_golden reads, kept besi
 from helpers.pdf import BEGIN as STUDENT_BEGIN, END as STUDENT_END  # the student notebook's question markers
 
 from . import master
+from .layout import CourseError
 
 SCHEMA_VERSION = 3
 # Prompts that describe otter's check cells, reworded for nbgrader's public-check cells.
@@ -91,7 +92,7 @@ def convert(source: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.
     try:
         walked = list(master.walk(source))
     except master.MasterFormatError as err:
-        raise ValueError(f"{slug}: {err}") from None
+        raise CourseError(f"{slug}: {err}") from None
     for index, (cell, place) in enumerate(walked):
         question = place.question
         if place.in_tests:
@@ -240,13 +241,13 @@ def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path
                 written["skipped"] += 1
                 continue
             if (slug, student) in seen:
-                raise ValueError(f"two submissions of {slug} for student {student!r}: {seen[slug, student]} and {row['file']}; "
+                raise CourseError(f"two submissions of {slug} for student {student!r}: {seen[slug, student]} and {row['file']}; "
                                  "put each student's files in a folder named after the student")
             seen[slug, student] = row["file"]
             try:
                 notebook = gb.find_notebook(slug, slug)
             except MissingEntry:
-                raise ValueError(f"{slug} is not in {gradebook}: run `nbgrader generate_assignment {slug}` in "
+                raise CourseError(f"{slug} is not in {gradebook}: run `nbgrader generate_assignment {slug}` in "
                                  f"{course} first") from None
             gb.update_or_create_student(student)
             gb.update_or_create_submission(slug, student)

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from .progress import progress
+from .training import TrainingLog, plot_training_loss, run_training  # noqa: F401 (the notebook's)
 from .validation import check_tensor
 
 __all__ = [
@@ -276,16 +276,6 @@ def _check_decoder_output(result, batch: CaseBatch):
         check_tensor("weights", weights, shape=(B, T, batch.src.shape[1]))
 
 
-@dataclass
-class TrainingLog:
-    """What :func:`train_seq2seq` saw: the loss every ``every`` steps and the wall time."""
-
-    name: str
-    steps: list = field(default_factory=list)
-    losses: list = field(default_factory=list)
-    seconds: float = 0.0
-
-
 def train_seq2seq(model: Seq2Seq, *, steps: int, lengths: Sequence[int], batch_size: int = 64, lr: float = 3e-3,
                   seed: int = 0, name: str = "model", every: int = 25) -> TrainingLog:
     """Train ``model`` on fresh random case examples with teacher forcing and Adam.
@@ -293,37 +283,23 @@ def train_seq2seq(model: Seq2Seq, *, steps: int, lengths: Sequence[int], batch_s
     Each step draws ``batch_size`` new examples with lengths from ``lengths``; the loss is the
     cross-entropy of every target character and EOS (padding ignored). Gradients are clipped to
     norm 1 (recurrent networks can have exploding gradients); the learning rate decays along a cosine.
+    The loss is logged every ``every`` steps, or often enough for ten points in a short run.
     """
-    import time
-
     torch.manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     # the learning rate decays along a cosine to 5% of ``lr``: the last steps polish long sentences
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=0.05 * lr)
-    log = TrainingLog(name)
-    started, running = time.perf_counter(), []
-    model.train()
-    for step in progress(range(1, steps + 1), desc=f"training {name}"):
+
+    def loss_at(step: int) -> torch.Tensor:
         batch = make_batch(make_case_examples(batch_size, lengths, seed=seed * 1_000_003 + step))
         enc_states, last = model.encoder(batch.src, batch.src_mask)
         result = model.decoder(batch.tgt_in, last, enc_states, batch.src_mask)
         if step == 1:  # a wrong shape gets a clear message, not an error deep inside the loss
             _check_decoder_output(result, batch)
-        logits = result[0]
-        loss = nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=VOCAB.PAD)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        running.append(loss.item())
-        if step % every == 0 or step == steps:
-            log.steps.append(step)
-            log.losses.append(sum(running) / len(running))
-            running = []
-    model.eval()
-    log.seconds = time.perf_counter() - started
-    return log
+        return nn.functional.cross_entropy(result[0].transpose(1, 2), batch.tgt_out, ignore_index=VOCAB.PAD)
+
+    return run_training(model, steps=steps, optimizer=optimizer, schedule=schedule, loss_at=loss_at, name=name,
+                        every=every)
 
 
 @torch.no_grad()
@@ -365,21 +341,6 @@ def exact_match_by_length(model: Seq2Seq, lengths: Sequence[int], n_per_length: 
 
 
 # ----------------------------------------------------------------------------- plots
-
-def plot_training_loss(*logs: TrainingLog, ax=None):
-    """Training loss against step, one line per model, on a log scale."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4))
-    for log in logs:
-        ax.plot(log.steps, log.losses, label=f"{log.name} ({log.seconds:.0f} s)")
-    ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("cross-entropy per character")
-    ax.set_title("Training loss")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return ax
-
 
 def plot_accuracy_by_length(results: dict[str, dict[int, float]], *, trained_up_to: int | None = None, ax=None):
     """Exact-match accuracy against sentence length, one line per model."""

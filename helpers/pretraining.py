@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib import ticker
 import torch
 from torch import nn
 
-from .progress import progress
 from .runtime import fast_mode
+from .training import TrainingLog, plot_training_loss, run_training  # noqa: F401 (the notebook's)
 from .validation import check_tensor
 
 __all__ = [
@@ -330,16 +328,6 @@ class GPT(nn.Module):
         return self.head(self.ln(out))
 
 
-@dataclass
-class TrainingLog:
-    name: str
-    steps: list = field(default_factory=list)
-    losses: list = field(default_factory=list)
-    eval_steps: list = field(default_factory=list)
-    accuracies: list = field(default_factory=list)
-    seconds: float = 0.0
-
-
 def train(model: GPT, batches: Callable, *, steps: int, lr: float, name: str, every: int = 50,
           evaluate: Callable[[GPT], float] | None = None, eval_every: int | None = None) -> TrainingLog:
     """AdamW with a short warm-up and a cosine decay; cross-entropy that ignores PAD (id 0).
@@ -351,33 +339,16 @@ def train(model: GPT, batches: Callable, *, steps: int, lr: float, name: str, ev
     warmup = max(1, min(50, steps // 10))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
-    log = TrainingLog(name)
-    every = max(1, min(every, steps // 10))  # at least ten points on the loss curve, even for a short run
-    started, running = time.perf_counter(), []
-    model.train()
-    for step in progress(range(1, steps + 1), desc=f"training {name}"):
+
+    def loss_at(step: int) -> torch.Tensor:
         x, y = batches()
         logits = model(x)
         if step == 1:
             check_tensor("the model's logits", logits, shape=(*x.shape, logits.shape[-1]))
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=0)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        running.append(loss.item())
-        if step % every == 0 or step == steps:
-            log.steps.append(step)
-            log.losses.append(sum(running) / len(running))
-            running = []
-        if evaluate is not None and eval_every and (step % eval_every == 0 or step == steps):
-            log.eval_steps.append(step)
-            log.accuracies.append(evaluate(model))
-            model.train()
-    model.eval()
-    log.seconds = time.perf_counter() - started
-    return log
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=0)
+
+    return run_training(model, steps=steps, optimizer=optimizer, schedule=schedule, loss_at=loss_at, name=name,
+                        every=every, evaluate=evaluate, eval_every=eval_every)
 
 
 @torch.no_grad()
@@ -422,24 +393,6 @@ def deterministic_weights(module: nn.Module, seed: int, scale: float = 0.3) -> n
         for _, parameter in sorted(module.named_parameters()):
             parameter.copy_(scale * torch.randn(parameter.shape, generator=generator, dtype=torch.float64))
     return module
-
-
-def plot_training_loss(*logs: TrainingLog):
-    """The training loss of each log over its steps (log scale)."""
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for log in logs:
-        ax.plot(log.steps, log.losses, marker="o" if len(log.steps) < 10 else None, markersize=3,
-                label=f"{log.name} ({log.seconds:.0f} s)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy per character")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())  # 1, 2, 0.5 rather than 10^0 and 3.7x10^0
-    ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.1f"))
-    ax.set_title("Training loss")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    fig.tight_layout()
-    return fig
 
 
 def plot_finetuning_curves(logs: Sequence[TrainingLog], baseline: float | None = None):

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.layout import Layout
+from autograder.layout import CourseError, Layout
 from autograder.nbgrader_io import add_to_course, student_of, write_gradebook
 from conftest import SLUG as KERNEL_SLUG, failures, variant_notebook
 from notebook_edits import replace_function
@@ -255,10 +255,10 @@ def test_formgrader_shows_each_course_grade_submission_and_takes_a_manual_grade(
 def test_gradebook_errors_name_the_problem(nbgrader_courses, layout, tmp_path):
     course = nbgrader_courses["karate_gnn"]
     row = {"file": "dana/karate_gnn.ipynb", "assignment": "karate_gnn", "status": "ok", "questions": {}}
-    with pytest.raises(ValueError, match="two submissions of karate_gnn for student 'dana'"):
+    with pytest.raises(CourseError, match="two submissions of karate_gnn for student 'dana'"):
         write_gradebook([row, {**row, "file": "dana/again.ipynb"}], course / "gradebook.db", layout, tmp_path,
                         log=lambda *a: None)
-    with pytest.raises(ValueError, match="nbgrader generate_assignment autoencoders"):
+    with pytest.raises(CourseError, match="nbgrader generate_assignment autoencoders"):
         write_gradebook([{**row, "assignment": "autoencoders"}], nbgrader_courses["karate_gnn"] / "gradebook.db",
                         layout, tmp_path, log=lambda *a: None)
     said = []

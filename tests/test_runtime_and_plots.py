@@ -74,3 +74,25 @@ def test_plot_attention_rejects_bad_input():
 def test_progress_yields_every_item_outside_a_notebook(capsys):
     assert list(progress(range(5), desc="steps")) == [0, 1, 2, 3, 4]
     assert list(progress(iter("ab"), desc="letters")) == ["a", "b"]  # no len(): still works
+
+
+def test_the_shared_training_loop_logs_enough_points_and_ends_in_eval_mode():
+    """A 20-step run with a point every 25 steps used to draw an empty loss plot."""
+    import torch
+
+    from helpers.training import plot_training_loss, run_training
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(64, 3), torch.randn(64, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    scored = []
+    log = run_training(model, steps=20, optimizer=optimizer, schedule=schedule, name="linear", every=25,
+                       loss_at=lambda step: torch.nn.functional.mse_loss(model(x), y),
+                       evaluate=lambda m: scored.append(m.training) or 0.5, eval_every=10)
+    assert len(log.steps) >= 10 and log.steps[-1] == 20 and log.losses[-1] < log.losses[0]
+    assert log.eval_steps == [10, 20] and log.accuracies == [0.5, 0.5] and scored == [False, False]
+    assert not model.training and log.seconds > 0
+    ax = plot_training_loss(log)
+    assert ax.get_yscale() == "log" and ax.lines[0].get_marker() == "o"  # few points: each one marked

@@ -1,0 +1,99 @@
+"""The training loop the assignments share: its log, the loop itself, and the loss plot.
+
+An assignment says how one step's loss is computed (``loss_at(step)``: draw a batch, run the model,
+return the loss); :func:`run_training` does the rest the same way everywhere: gradients clipped to
+norm 1, the optimizer and its schedule stepped, the mean loss logged at least ten times per run
+(so a short run still draws a curve), an optional held-out score every ``eval_every`` steps, a
+progress bar, the model left in eval mode.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib import ticker
+from torch import nn
+
+from .progress import progress
+
+__all__ = ["TrainingLog", "run_training", "plot_training_loss"]
+
+
+@dataclass
+class TrainingLog:
+    """What a training run saw: the mean loss at ``steps``, held-out scores at ``eval_steps``
+    (``accuracies``), and the wall time."""
+
+    name: str
+    steps: list = field(default_factory=list)
+    losses: list = field(default_factory=list)
+    eval_steps: list = field(default_factory=list)
+    accuracies: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_training(model: nn.Module, *, steps: int, optimizer: torch.optim.Optimizer, schedule,
+                 loss_at: Callable[[int], torch.Tensor], name: str, every: int = 50,
+                 evaluate: Callable[[nn.Module], float] | None = None, eval_every: int | None = None) -> TrainingLog:
+    """Train ``model`` for ``steps`` steps (numbered from 1) on ``loss_at(step)``.
+
+    Parameters
+    ----------
+    loss_at : callable
+        The loss of step ``step`` (a scalar tensor), with the model in train mode.
+    every : int
+        Log the mean loss every ``every`` steps, or more often if that would give fewer than ten
+        points, and at the last step.
+    evaluate, eval_every : callable and int, optional
+        ``evaluate(model)`` every ``eval_every`` steps and at the end, in eval mode.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps!r}")
+    log = TrainingLog(name)
+    every = max(1, min(every, steps // 10))
+    started, running = time.perf_counter(), []
+    model.train()
+    for step in progress(range(1, steps + 1), desc=f"training {name}"):
+        loss = loss_at(step)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        running.append(loss.item())
+        if step % every == 0 or step == steps:
+            log.steps.append(step)
+            log.losses.append(sum(running) / len(running))
+            running = []
+        if evaluate is not None and eval_every and (step % eval_every == 0 or step == steps):
+            model.eval()
+            log.eval_steps.append(step)
+            log.accuracies.append(evaluate(model))
+            model.train()
+    model.eval()
+    log.seconds = time.perf_counter() - started
+    return log
+
+
+def plot_training_loss(*logs: TrainingLog, ax=None):
+    """The training loss of each log over its steps, on a log scale with plain tick labels; points
+    are marked when a run logged few of them. Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    for log in logs:
+        ax.plot(log.steps, log.losses, marker="o" if len(log.steps) < 20 else None, markersize=3,
+                label=f"{log.name} ({log.seconds:.0f} s)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy per character")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())  # 1, 2, 0.5 rather than 10^0 and 3.7x10^0
+    ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.1f"))
+    ax.set_title("Training loss")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    ax.figure.tight_layout()
+    return ax

@@ -65,8 +65,7 @@ class Autograder:
     @classmethod
     def read(cls, zip_path: Path) -> "Autograder":
         """Read an autograder zip, or the folder it was unpacked into, without extracting anything."""
-        source = _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
-        with source as zf:
+        with _opened(zip_path) as zf:
             tests = read_tests(zf)
             config = json.loads(zf.read("otter_config.json"))
             golden = json.loads(zf.read(f"{ASSETS_DIR}/{GOLDEN_FILENAME}"))["values"]
@@ -80,8 +79,7 @@ class Autograder:
         """:meth:`read`, with the public files extracted to ``folder/assets`` for the sandboxes."""
         autograder = cls.read(zip_path)
         autograder.assets = folder / "assets"
-        source = _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
-        with source as zf:
+        with _opened(zip_path) as zf:
             for name in zf.namelist():
                 parts = Path(name).parts
                 if (parts[0] != ASSETS_DIR or name.endswith("/") or parts[-1] == GOLDEN_FILENAME
@@ -97,6 +95,11 @@ class Autograder:
 
 #: The zip's folder of files the notebook may use (otter's ``autograder_files``).
 ASSETS_DIR = "files"
+
+
+def _opened(zip_path: Path):
+    """The zip, or the folder it was unpacked into, as something with ``namelist`` and ``read``."""
+    return _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
 
 
 class _Unpacked:

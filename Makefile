@@ -23,11 +23,11 @@ demo: install
 	$(BIN)/course demo
 
 test: install
-	COURSE_FAST=1 $(BIN)/python -m pytest
+	COURSE_SETTING=grading $(BIN)/python -m pytest
 
 # Every test that grades no batch of notebooks: for iterating on one module (under 5 minutes).
 test-fast: install
-	COURSE_FAST=1 $(BIN)/python -m pytest -m "not batch"
+	COURSE_SETTING=grading $(BIN)/python -m pytest -m "not batch"
 
 build: install
 	$(BIN)/course build

@@ -33,7 +33,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
-from helpers.runtime import FAST_ENV
+from helpers.runtime import SETTING_ENV
 
 from . import master
 from .gradescope import ENTRY_POINT, PACKAGE_DIR
@@ -119,7 +119,7 @@ def record_golden(solution_nb: Path, autograder_zip: Path, golden_path: Path) ->
     from otter.api import grade_submission
 
     golden_path.write_text(json.dumps({"format": FORMAT_VERSION, "values": {}}), encoding="utf-8")
-    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), FAST_ENV: "1",
+    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), SETTING_ENV: "grading",
                         IPYTHONDIR_ENV: str(isolated_ipython_dir(golden_path.parent))}):
         results = grade_submission(str(solution_nb), str(autograder_zip), quiet=True)
     if results.has_catastrophic_failure():

@@ -46,9 +46,9 @@ c.CourseDirectory.course_id = "dl-course"
 c.ClearSolutions.code_stub = {"python": "..."}
 c.ClearSolutions.text_stub = "_Type your answer here, replacing this text._"
 c.Execute.timeout = 300
-# Grading runs use the fast training budget, as `course grade` does; no hidden test depends on it.
+# Grading runs use the grading setting, as `course grade` does; no hidden test depends on it.
 # Only nbgrader's own processes (autograde, the formgrader's server) read this file.
-os.environ.setdefault("COURSE_FAST", "1")
+os.environ["COURSE_SETTING"] = "grading"
 '''
 
 SUBMIT_NBGRADER = """## Submit

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from helpers.golden import GOLDEN_FILENAME, judge
 from helpers.models import CACHE_ENV, model_cache_dir
-from helpers.runtime import FAST_ENV
+from helpers.runtime import SETTING_ENV
 
 from .otter_io import read_tests
 from .sandbox import PosixSandbox, SandboxLimits, SandboxRun, grading_temp_base, open_sandbox
@@ -170,7 +170,7 @@ def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
         "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads sleep: jobs share the cores without spinning
-        FAST_ENV: "1",
+        SETTING_ENV: "grading",
     }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.golden import MODE_ENV
-from helpers.runtime import FAST_ENV
+from helpers.runtime import SETTING_ENV
 
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .otter_io import first_error, read_tests, summarize
@@ -97,7 +97,7 @@ def run_worker(submission: Path, autograder_zip: Path, limits: SandboxLimits) ->
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
         # even when the worker is killed at the time limit.
-        env = dict(os.environ, **{FAST_ENV: "1", MODE_ENV: "compare", "TMPDIR": tmp,
+        env = dict(os.environ, **{SETTING_ENV: "grading", MODE_ENV: "compare", "TMPDIR": tmp,
                                   IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

@@ -40,15 +40,27 @@ def solved_student_notebook(layout, slug: str, folder: Path):
     return nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
 
 
-def notebook_seconds(slug: str, fast: bool) -> float:
+def _setting_name(setting) -> str:
+    """``True`` / ``False`` (the older fast flag) or a setting's name."""
+    if setting is True:
+        return "grading"
+    if setting is False:
+        return "full"
+    if setting not in ("full", "quick", "grading"):
+        raise ValueError(f"setting must be 'full', 'quick' or 'grading', got {setting!r}")
+    return setting
+
+
+def notebook_seconds(slug: str, setting="full") -> float:
     """Seconds to run the solved student notebook top to bottom in a fresh kernel (all but the
-    export cell), in the fast (``COURSE_FAST=1``) or the full setting."""
-    return run_solved_notebook(slug, fast)[0]
+    export cell) in one setting: ``"full"``, ``"quick"`` or ``"grading"``."""
+    return run_solved_notebook(slug, setting)[0]
 
 
-def run_solved_notebook(slug: str, fast: bool):
+def run_solved_notebook(slug: str, setting="full"):
     """(seconds, executed notebook): the solved student notebook run top to bottom in a fresh kernel
-    (all but the export cell), in the fast (``COURSE_FAST=1``) or the full setting."""
+    (all but the export cell) in one setting, chosen through ``COURSE_SETTING`` as a student's
+    environment would (``True`` still means the grading setting)."""
     import os
     import tempfile
     import time
@@ -58,19 +70,20 @@ def run_solved_notebook(slug: str, fast: bool):
     from autograder.layout import Layout
     from autograder.samples import write_samples
 
+    name = _setting_name(setting)
     with tempfile.TemporaryDirectory() as tmp:
         write_samples(Layout.find(REPO), slug, Path(tmp))
         nb = nbformat.read(Path(tmp) / "complete.ipynb", as_version=4)
         nb.cells = nb.cells[:-1]  # everything but the export
         nbformat.write(nb, Path(tmp) / f"{slug}.ipynb")  # otter's grader object reads the notebook file
-        saved = os.environ.pop("COURSE_FAST", None)
-        if fast:
-            os.environ["COURSE_FAST"] = "1"
+        saved = {key: os.environ.pop(key, None) for key in ("COURSE_FAST", "COURSE_SETTING")}
+        os.environ["COURSE_SETTING"] = name
         try:
             started = time.perf_counter()
             NotebookClient(nb, kernel_name="python3", timeout=3600, resources={"metadata": {"path": tmp}}).execute()
             return time.perf_counter() - started, nb
         finally:
-            os.environ.pop("COURSE_FAST", None)
-            if saved is not None:
-                os.environ["COURSE_FAST"] = saved
+            os.environ.pop("COURSE_SETTING", None)
+            for key, value in saved.items():
+                if value is not None:
+                    os.environ[key] = value

@@ -38,10 +38,10 @@ def run_notebook(fast: bool, cache: Path | None = None) -> tuple[float, float]:
     from autograder.layout import Layout
     from autograder.samples import write_samples
 
-    env = {"COURSE_FAST": "1"} if fast else {}
+    env = {"COURSE_SETTING": "grading" if fast else "full"}
     if cache is not None:
         env["COURSE_MODEL_CACHE"] = str(cache)
-    saved = {key: os.environ.get(key) for key in ("COURSE_FAST", "COURSE_MODEL_CACHE")}
+    saved = {key: os.environ.get(key) for key in ("COURSE_FAST", "COURSE_SETTING", "COURSE_MODEL_CACHE")}
     with tempfile.TemporaryDirectory() as tmp:
         write_samples(Layout.find(REPO), SLUG, Path(tmp), grader_samples=False)
         nb = nbformat.read(Path(tmp) / "complete.ipynb", as_version=4)

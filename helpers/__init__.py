@@ -6,7 +6,7 @@ It holds what students should not have to write; it never holds a solution.
 from .golden import GoldenMismatch, expect, expect_between
 from .plots import plot_attention
 from .progress import progress
-from .runtime import budget, fast_mode, get_device, seed_everything
+from .runtime import budget, fast_mode, get_device, seed_everything, setting, use_setting
 from .submission import export_submission
 from .validation import check_tensor
 
@@ -14,6 +14,8 @@ __all__ = [
     "seed_everything",
     "get_device",
     "budget",
+    "use_setting",
+    "setting",
     "fast_mode",
     "expect",
     "expect_between",

@@ -18,7 +18,7 @@ import pytest
 # tests import their data modules (known-wrong variants, notebook edits) by plain name
 sys.path.insert(0, str(Path(__file__).parent))
 # builds, grading runs and tests use the fast training/timing budget
-os.environ.setdefault("COURSE_FAST", "1")
+os.environ.setdefault("COURSE_SETTING", "grading")
 
 import nbformat  # noqa: E402
 

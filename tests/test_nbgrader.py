@@ -120,7 +120,7 @@ def hidden_failures_in(course: Path, slug: str, student: str) -> tuple[set[str],
 def test_the_course_folder_has_the_config_and_the_files_each_notebook_needs(nbgrader_courses):
     for slug, course in nbgrader_courses.items():
         config = (course / "nbgrader_config.py").read_text()
-        assert 'code_stub = {"python": "..."}' in config and "COURSE_FAST" in config
+        assert 'code_stub = {"python": "..."}' in config and 'os.environ["COURSE_SETTING"] = "grading"' in config
         assert (course / "release" / slug / "helpers" / "golden.py").is_file()
         assert not list((course / "release" / slug).rglob("golden_values.json"))
 

@@ -1,4 +1,4 @@
-"""helpers: seeds, device, the two speeds, argument checks and the attention heatmap."""
+"""helpers: seeds, device, the three settings, argument checks and the attention heatmap."""
 
 import matplotlib
 
@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import pytest
 import torch
 
-from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, progress, seed_everything
-from helpers.runtime import FAST_ENV
+from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, progress, seed_everything, setting, use_setting
+from helpers.runtime import FAST_ENV, SETTING_ENV
 
 
 def test_seed_everything_makes_torch_reproducible():
@@ -25,13 +25,33 @@ def test_seed_everything_rejects_bad_seeds(bad):
         seed_everything(bad)
 
 
-def test_budget_follows_the_fast_switch(monkeypatch):
-    monkeypatch.setenv(FAST_ENV, "1")
-    assert fast_mode() and budget(full=1000, fast=10) == 10
+def test_budget_has_one_value_per_setting_and_the_environment_wins(monkeypatch, capsys):
+    monkeypatch.delenv(SETTING_ENV, raising=False)
+    monkeypatch.delenv(FAST_ENV, raising=False)
+    assert use_setting("full") == "full" and budget(full=1000, quick=100, grading=10) == 1000
+    assert use_setting("quick") == "quick" and budget(full=1000, quick=100, grading=10) == 100
+    assert budget(full=1000, fast=10) == 1000  # an older call without quick= uses full there
+    assert "Setting: quick" in capsys.readouterr().out
+    monkeypatch.setenv(SETTING_ENV, "grading")  # what the grader sets: it wins over the notebook
+    assert use_setting("full") == "grading" and fast_mode() and budget(full=1000, quick=100, grading=10) == 10
+    assert "overrides use_setting('full')" in capsys.readouterr().out
+    monkeypatch.delenv(SETTING_ENV)
+    monkeypatch.setenv(FAST_ENV, "1")  # the older switch still means grading
+    assert setting() == "grading" and budget(full=[1, 2], fast=[1]) == [1]
     monkeypatch.setenv(FAST_ENV, "0")
-    assert not fast_mode() and budget(full=1000, fast=10) == 1000
-    monkeypatch.delenv(FAST_ENV)
-    assert budget(full=[1, 2], fast=[1]) == [1, 2]  # students get the full setting by default
+    use_setting("full")
+    assert setting() == "full" and not fast_mode()
+
+
+def test_settings_reject_unknown_names(monkeypatch):
+    with pytest.raises(ValueError, match="'full', 'quick', 'grading'"):
+        use_setting("fast")
+    monkeypatch.setenv(SETTING_ENV, "slow")
+    with pytest.raises(ValueError, match="COURSE_SETTING='slow' is not a setting"):
+        setting()
+    monkeypatch.delenv(SETTING_ENV)
+    with pytest.raises(TypeError, match="grading="):
+        budget(full=1, quick=2)
 
 
 def test_get_device_is_cpu_here_and_explains_a_missing_gpu():

@@ -32,14 +32,15 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from helpers.golden import FILE_ENV, FORMAT_VERSION, GOLDEN_FILENAME, MODE_ENV
-from helpers.runtime import SETTING_ENV
+from helpers.core.contract import GOLDEN_FILE_ENV as FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
+from helpers.core.golden import FORMAT_VERSION
 
 from . import master
 from .gradescope import ENTRY_POINT, PACKAGE_DIR
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
 from .otter_io import first_error, read_tests, summarize
+from .sealed import Autograder
 
 
 @contextlib.contextmanager
@@ -231,8 +232,8 @@ def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: d
 
 
 def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autograder_dir: Path | None = None,
-          log=print) -> dict:
-    """Build one assignment. Returns figures for the caller to report.
+          log=print) -> Autograder:
+    """Build one assignment. Returns its autograder zip, read (tests, points, golden values).
 
     ``notebooks_dir`` and ``autograder_dir`` redirect the outputs (``course check`` builds into a
     temporary folder); by default they are ``notebooks/`` and ``out/autograders/``.
@@ -261,10 +262,10 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
 
     log(f"[{slug}] {len(golden['values'])} golden values; student notebook -> {shown(notebooks_dir / slug)}; "
         f"autograder -> {shown(ag_zip)} ({seconds:.1f} s)")
-    return {"slug": slug, "golden_values": len(golden["values"]), "seconds": seconds, "autograder": ag_zip}
+    return Autograder.read(ag_zip)
 
 
-def _build_quietly(root: str, slug: str, threads: int) -> tuple[dict, list[str]]:
+def _build_quietly(root: str, slug: str, threads: int) -> tuple[Autograder, list[str]]:
     """One build in a worker process: its result and what it would have printed. Its kernels get
     their share of the cores, and idle OpenMP threads sleep instead of spinning against the other
     build's."""
@@ -273,7 +274,7 @@ def _build_quietly(root: str, slug: str, threads: int) -> tuple[dict, list[str]]
     return build(Layout(Path(root)), slug, log=said.append), said
 
 
-def build_all(layout: Layout, slugs: list[str], *, jobs: int = 2, log=print) -> list[dict]:
+def build_all(layout: Layout, slugs: list[str], *, jobs: int = 2, log=print) -> list[Autograder]:
     """Build several assignments, ``jobs`` at a time, each in a process of its own (a build executes
     its master in a kernel and sets environment variables for it: processes keep them apart). Each
     build's lines are printed when it ends; the first failure stops the rest."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.golden import GOLDEN_FILENAME
+from helpers.core.contract import GOLDEN_FILENAME
 
 from . import master
 from .build import build

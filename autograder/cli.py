@@ -27,13 +27,13 @@ def cmd_build(args) -> int:
 
     layout = find_layout(args)
     slugs = args.slugs or layout.slugs()
-    build_all(layout, slugs, jobs=args.jobs)
-    for slug in slugs:
+    built = build_all(layout, slugs, jobs=args.jobs)
+    for autograder in built:
         if args.nbgrader:
-            from .nbgrader_io import add_to_course
+            from .nbgrader_source import add_to_course
 
-            notebook = add_to_course(layout, slug, Path(args.nbgrader).resolve())
-            print(f"[{slug}] nbgrader source -> {notebook}")
+            notebook = add_to_course(layout, autograder, Path(args.nbgrader).resolve())
+            print(f"[{autograder.name}] nbgrader source -> {notebook}")
     if args.nbgrader:
         print(f"nbgrader course: {Path(args.nbgrader).resolve()}; next: cd there and run "
               f"`nbgrader generate_assignment <assignment>`")
@@ -54,7 +54,7 @@ def cmd_grade(args) -> int:
     rows = grader.run()
     print(format_table(rows))
     if args.nbgrader_gradebook:
-        from .nbgrader_io import write_gradebook
+        from .nbgrader_gradebook import write_gradebook
 
         counts = write_gradebook(rows, Path(args.nbgrader_gradebook), layout, grader.submissions)
         print(f"\nnbgrader gradebook {args.nbgrader_gradebook}: {counts['submissions']} submission(s) written, "

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from helpers.models import prepare_bundled_gpt
+from helpers.core.models import prepare_bundled_gpt
 
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
@@ -93,9 +93,15 @@ class Grader:
         except InvalidSubmission as err:
             row.update(assignment="", autograder_sha256="", status="invalid", message=str(err), questions={})
         else:
-            row.update(assignment=slug, autograder_sha256=sha256(zip_path))
-            row.update(self.grade_notebook(path, zip_path, nb))
-            possible = possible_points(self.loaded(zip_path).tests if not self.unsafe else read_tests(zip_path))
+            if self.unsafe:  # otter's own run: no pool, the zip read as otter reads it
+                row.update(assignment=slug, autograder_sha256=sha256(zip_path))
+                row.update(run_worker(path, zip_path, self.limits))
+                possible = possible_points(read_tests(zip_path))
+            else:  # read once per run: tests, points and the zip's hash
+                autograder = self.loaded(zip_path)
+                row.update(assignment=slug, autograder_sha256=autograder.sha256)
+                row.update(self._pool.grade(autograder, nbformat.writes(nb), self.limits))
+                possible = possible_points(autograder.tests)
             for q, points in possible.items():  # every question gets a column, even on timeout
                 row["questions"].setdefault(q, {"score": 0, "possible": points, "cases": []})
         row["scores"] = {q: v["score"] for q, v in sorted(row["questions"].items())}
@@ -105,11 +111,6 @@ class Grader:
         row["sealed"] = not self.unsafe
         write_atomically(row_path, json.dumps(row, indent=1))
         return row
-
-    def grade_notebook(self, path: Path, zip_path: Path, nb) -> dict:
-        if self.unsafe:
-            return run_worker(path, zip_path, self.limits)
-        return self._pool.grade(self.loaded(zip_path), nbformat.writes(nb), self.limits)
 
     def is_current(self, row_path: Path, path: Path) -> bool:
         """A saved row still holds: same submission bytes, same autograder (if it got that far), same mode."""

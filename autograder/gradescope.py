@@ -110,7 +110,7 @@ def find_notebook(folder: Path) -> Path:
 def _prepare_models(autograder) -> None:
     """The image's setup converted the bundled GPT; convert it now if that step was skipped."""
     if any("load_gpt(" in source["source"] for source in autograder.sources):
-        from helpers.models import prepare_bundled_gpt
+        from helpers.core.models import prepare_bundled_gpt
 
         prepare_bundled_gpt()
 
@@ -163,7 +163,7 @@ def prepare_image() -> None:
     unprivileged uid run this Python and read the converted models (traversal only, ``o+x``, on
     the folders above them, such as ``/root``: their listings stay private), and convert the
     bundled GPT once when the tests load it."""
-    from helpers.models import model_cache_dir, prepare_bundled_gpt
+    from helpers.core.models import model_cache_dir, prepare_bundled_gpt
 
     tests = Path(GRADESCOPE_ROOT, "source", "tests")
     if any("load_gpt(" in p.read_text(encoding="utf-8") for p in tests.glob("*.py")):

@@ -1,7 +1,7 @@
 """``course pdf``: the manually graded answers of every submission as PDFs, for TAs.
 
 A notebook saved without outputs (the student never saved after running it) is executed first,
-sealed in the grading sandbox as ``course grade`` runs it, in the fast setting; its first page says
+sealed in the grading sandbox as ``course grade`` runs it, in the grading setting; its first page says
 so. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
 assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
 Submissions are found as ``course grade`` finds them. One that cannot be rendered at all (not a
@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from helpers.pdf import LatexMissing, latex_missing, render_notice, render_pdf
+from helpers.core.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
 from . import master
 from .grade import Limits
@@ -112,7 +112,7 @@ class PdfMaker:
             if ran is not None:
                 nb = ran
                 lines.append("Saved without outputs: the plots and printouts below come from running the notebook "
-                             "for this PDF (sealed, fast setting), not from the student's own run"
+                             "for this PDF (sealed, grading setting), not from the student's own run"
                              + (f"; it stopped: {problem}" if problem else "."))
             else:
                 lines.append("Saved without outputs, so the plots and printouts the questions discuss are missing; "

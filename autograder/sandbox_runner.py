@@ -30,8 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The contract between the grader and this runner, named once: the grader imports these from here
-# (this file runs alone inside the sandbox, so it imports nothing of the bundle).
+# The contract between the grader and this runner (helpers.core.contract names it for the rest of
+# the bundle; this file runs alone inside the sandbox, so it keeps copies, which a test holds equal).
 #: The file descriptor that carries the runner's messages out.
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
 #: How ``helpers.golden`` is told to collect values and where to (its MODE_ENV and OUTBOX_ENV).

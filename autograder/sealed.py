@@ -22,13 +22,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.golden import GOLDEN_FILENAME, judge
-from helpers.models import CACHE_ENV, model_cache_dir
-from helpers.runtime import SETTING_ENV
+from helpers.core.contract import ASSETS_ENV, GOLDEN_FILENAME, MODEL_CACHE_ENV as CACHE_ENV, SETTING_ENV, SUBMISSION_ENV
+from helpers.core.golden import judge
+from helpers.core.models import model_cache_dir
 
 from .otter_io import read_tests
+from .submissions import sha256
 from .sandbox import PosixSandbox, SandboxLimits, SandboxRun, grading_temp_base, open_sandbox
-from .sandbox_runner import ASSETS_ENV, SUBMISSION_ENV
 
 #: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
 MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
@@ -55,6 +55,7 @@ class Autograder:
     tests: dict  # question -> [{"test", "points", "hidden"}]
     sources: list[dict]  # [{"question", "source"}] test files, sent in after the cells ran
     golden: dict  # key -> spec (with "test")
+    sha256: str = ""  # of the zip file (empty for an unpacked folder): a saved grade names it
     assets: Path | None = None  # public files of the zip (helpers, data), golden values left out
 
     @property
@@ -72,7 +73,7 @@ class Autograder:
             sources = [{"question": Path(name).stem, "source": zf.read(name).decode("utf-8")}
                        for name in zf.namelist() if name.startswith("tests/") and name.endswith(".py")]
         return cls(Path(zip_path), config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
-                   golden)
+                   golden, sha256(Path(zip_path)) if Path(zip_path).is_file() else "")
 
     @classmethod
     def load(cls, zip_path: Path, folder: Path) -> "Autograder":

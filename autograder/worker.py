@@ -22,8 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.golden import MODE_ENV
-from helpers.runtime import SETTING_ENV
+from helpers.core.contract import GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
 
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .otter_io import first_error, read_tests, summarize

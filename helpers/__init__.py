@@ -3,7 +3,7 @@
 It holds what students should not have to write; it never holds a solution.
 """
 
-from .golden import GoldenMismatch, expect, expect_between
+from .core.golden import GoldenMismatch, expect, expect_between
 from .plots import plot_attention
 from .progress import progress
 from .runtime import budget, fast_mode, get_device, seed_everything, setting, use_setting

@@ -8,6 +8,10 @@ import random
 import numpy as np
 import torch
 
+# SETTING_ENV names the setting (the grader sets grading, and it wins over the notebook); FAST_ENV
+# is the older switch, COURSE_FAST=1 meaning grading, for notebooks handed out before quick existed.
+from .core.contract import FAST_ENV, SETTING_ENV
+
 __all__ = ["seed_everything", "get_device", "use_setting", "setting", "budget", "fast_mode", "SETTINGS",
            "SETTING_ENV", "FAST_ENV"]
 
@@ -17,11 +21,6 @@ SETTINGS = {
     "quick": "for a slow laptop: at most about 3 minutes of training, every written question still answerable",
     "grading": "tiny sizes that only run every cell: what course build, course grade and the tests use",
 }
-#: Environment variable naming the setting. The grader sets ``grading``; it wins over the notebook.
-SETTING_ENV = "COURSE_SETTING"
-#: The older switch: ``COURSE_FAST=1`` means the grading setting (notebooks handed out before the
-#: quick setting existed told students to set it).
-FAST_ENV = "COURSE_FAST"
 
 _chosen = "full"  # what the notebook asked for with use_setting()
 

@@ -63,7 +63,7 @@ def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
 
 def latex_available() -> bool:
     """True when the PDF can be made (xelatex and pandoc on the PATH)."""
-    from .pdf import latex_missing
+    from .core.pdf import latex_missing
 
     return latex_missing() is None
 
@@ -118,7 +118,7 @@ def add_pdf(zip_path: Path, nb_path: Path) -> None:
     import tempfile
     import zipfile
 
-    from .pdf import render_pdf
+    from .core.pdf import render_pdf
 
     import nbformat
 

@@ -181,11 +181,12 @@ def test_a_single_number_is_compared():
     assert "non-finite" in judge(spec, encode(torch.tensor(float("nan"))))
 
 
-def test_the_sandbox_runner_tells_helpers_golden_to_collect_in_its_own_words():
-    """The runner runs alone in the sandbox and imports nothing of the bundle: the names of the
-    contract it shares with helpers.golden must be the same strings."""
+def test_the_sandbox_runner_and_the_contract_name_the_same_things():
+    """The runner runs alone in the sandbox and imports nothing of the bundle: its copies of the
+    names in helpers.core.contract must be the same strings."""
     from autograder import sandbox_runner
-    from helpers import golden
+    from helpers.core import contract
 
-    assert (sandbox_runner.GOLDEN_MODE_ENV, sandbox_runner.GOLDEN_OUTBOX_ENV) == (golden.MODE_ENV, golden.OUTBOX_ENV)
-    assert f'os.environ["{golden.MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER
+    for name in ("CHANNEL_ENV", "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "SUBMISSION_ENV", "ASSETS_ENV"):
+        assert getattr(sandbox_runner, name) == getattr(contract, name), name
+    assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER

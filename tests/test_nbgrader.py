@@ -25,7 +25,9 @@ import nbformat
 import pytest
 
 from autograder.layout import CourseError, Layout
-from autograder.nbgrader_io import add_to_course, student_of, write_gradebook
+from autograder.nbgrader_gradebook import student_of, write_gradebook
+from autograder.nbgrader_source import add_to_course
+from autograder.sealed import Autograder
 from conftest import SLUG as KERNEL_SLUG, failures, variant_notebook
 from notebook_edits import replace_function
 
@@ -77,7 +79,7 @@ def free_port() -> int:
 def run_lane(layout, course: Path, slugs: list[str]) -> None:
     """Write, release and autograde ``slugs`` in the course folder ``course``."""
     for slug in slugs:
-        source = add_to_course(layout, slug, course)
+        source = add_to_course(layout, Autograder.read(layout.autograder_zip(slug)), course)
         nbgrader(course, "generate_assignment", slug, "--force")
         release = course / "release" / slug / f"{slug}.ipynb"
         _, variants = wrong_group(slug)

@@ -1,0 +1,25 @@
+"""The names the grader and the code it runs agree on, in one place (standard library only).
+
+The grader sets these environment variables; the helpers read them inside the notebook's kernel.
+``autograder/sandbox_runner.py`` is copied alone into the sandbox and imports nothing of the
+bundle, so it repeats the runner's names; a test holds the two equal.
+"""
+
+#: The setting training cells size themselves by (``full``, ``quick``, ``grading``); the grader
+#: sets ``grading`` and it wins over the notebook's ``use_setting``.
+SETTING_ENV = "COURSE_SETTING"
+#: The older switch: ``COURSE_FAST=1`` means the grading setting.
+FAST_ENV = "COURSE_FAST"
+#: How ``expect`` behaves (``record`` at build time, ``collect`` in the sandbox, ``compare`` in
+#: otter's own runs), the golden file it records to or compares with, and where it collects to.
+GOLDEN_MODE_ENV = "COURSE_GOLDEN_MODE"
+GOLDEN_FILE_ENV = "COURSE_GOLDEN_FILE"
+GOLDEN_OUTBOX_ENV = "COURSE_GOLDEN_OUTBOX"
+#: Name of the golden file next to the notebook inside the autograder.
+GOLDEN_FILENAME = "golden_values.json"
+#: Where the offline models are converted and kept (the grader shares its cache read-only).
+MODEL_CACHE_ENV = "COURSE_MODEL_CACHE"
+#: The sandbox runner's side: its message channel, and the folders the grader shows it.
+CHANNEL_ENV = "COURSE_CHANNEL_FD"
+SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"
+ASSETS_ENV = "COURSE_ASSETS_DIR"

@@ -1,0 +1,325 @@
+"""Golden values: how hidden tests compare a student's results with the reference solution's.
+
+A hidden test calls the student's function on a fixed, seeded input and hands the result to
+:func:`expect` (or a property of it to :func:`expect_between`). The test code is identical
+everywhere; what the call does depends on ``COURSE_GOLDEN_MODE``:
+
+``record``
+    ``course build`` runs the master (reference solution) and stores each value, with its check
+    and the name of the test that produced it, in the golden file (``COURSE_GOLDEN_FILE``). The
+    file ships inside the autograder zip only, never to students.
+``compare`` (the default)
+    Inside otter (Gradescope, ``otter run``, ``course grade``): load the golden file and raise
+    :class:`GoldenMismatch` with a message that says *what* differed (shape, dtype, largest
+    error), never the expected value.
+``collect``
+    Sealed grading: append the student's value to an outbox (``COURSE_GOLDEN_OUTBOX``) and judge
+    nothing; the grader calls :func:`judge` outside the student's process, where student code
+    cannot reach.
+
+The golden file, not the call site, is the source of truth for every check: a student who edits
+a tolerance in their own kernel changes nothing.
+
+nbgrader has no place for a file that students never receive, so there each hidden test carries
+its own golden values inside its hidden region and hands them to :func:`use_golden` first; compare
+mode reads them before the file.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .contract import GOLDEN_FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV, GOLDEN_OUTBOX_ENV
+
+__all__ = [
+    "expect",
+    "expect_between",
+    "use_golden",
+    "golden_blob",
+    "GoldenMismatch",
+    "judge",
+    "encode",
+    "load_golden",
+    "GOLDEN_FILENAME",
+    "MODE_ENV",
+    "FILE_ENV",
+    "OUTBOX_ENV",
+]
+
+MODE_ENV = GOLDEN_MODE_ENV
+FILE_ENV = GOLDEN_FILE_ENV
+OUTBOX_ENV = GOLDEN_OUTBOX_ENV
+FORMAT_VERSION = 1
+_MODES = ("record", "compare", "collect")
+
+
+class GoldenMismatch(AssertionError):
+    """A value differs from the reference (or breaks its recorded property)."""
+
+
+# ----------------------------------------------------------------------------- encoding
+def encode(value: Any) -> dict:
+    """Turn a tensor, array, number, bool, (nested) list or string into a JSON-able record.
+
+    Raises
+    ------
+    TypeError
+        For anything else (``None``, a model, a ragged list...), with the type in the message.
+    """
+    if isinstance(value, str):
+        return {"kind": "str", "value": value}
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu()
+            if value.dtype in (torch.bfloat16, torch.float16):
+                value = value.float()
+            value = value.numpy()
+    except ImportError:  # pragma: no cover - torch is a dependency, but encode works without it
+        pass
+    if value is None or not isinstance(value, (np.ndarray, np.generic, bool, int, float, list, tuple)):
+        raise TypeError(f"expected a tensor, array, number or string, got {type(value).__name__}")
+    try:
+        arr = np.asarray(value)
+    except ValueError as err:  # ragged nested lists
+        raise TypeError(f"could not turn the value into an array: {err}") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"expected numbers or booleans, got an array of dtype {arr.dtype}")
+    return {"kind": "array", "dtype": str(arr.dtype), "shape": list(arr.shape), "data": arr.ravel().tolist()}
+
+
+def _decode(record: dict):
+    if record["kind"] == "str":
+        return record["value"]
+    return np.asarray(record["data"], dtype=record["dtype"]).reshape(record["shape"])
+
+
+_KIND_NAMES = {"b": "boolean", "i": "integer", "u": "integer", "f": "floating-point"}
+
+
+# ----------------------------------------------------------------------------- judging
+def judge(spec: dict, got: dict) -> str | None:
+    """Judge an encoded value against a recorded check.
+
+    Parameters
+    ----------
+    spec : dict
+        One entry of the golden file: ``{"check": "close", "expected", "rtol", "atol"}`` or
+        ``{"check": "between", "low", "high"}``.
+    got : dict
+        The student's value, as made by :func:`encode`.
+
+    Returns
+    -------
+    str or None
+        ``None`` when the value passes, otherwise a message for the student that never contains
+        the expected value.
+    """
+    if spec["check"] == "between":
+        return _judge_between(spec, got)
+    if spec["check"] != "close":
+        raise ValueError(f"unknown check {spec['check']!r} in golden file")
+    expected = spec["expected"]
+    if expected["kind"] == "str" or got["kind"] == "str":
+        if got["kind"] != expected["kind"]:
+            return f"expected a {'string' if expected['kind'] == 'str' else 'number or array'}"
+        return None if got["value"] == expected["value"] else "the string differs from the reference"
+    exp, val = _decode(expected), _decode(got)
+    if val.dtype.kind != exp.dtype.kind and {val.dtype.kind, exp.dtype.kind} != {"i", "u"}:
+        return f"dtype {val.dtype} where a {_KIND_NAMES[exp.dtype.kind]} result was expected"
+    if val.shape != exp.shape:
+        return f"shape {tuple(val.shape)} but the reference has shape {tuple(exp.shape)}"
+    if exp.dtype.kind == "b":
+        mismatch = np.atleast_1d(val != exp)  # a single bool is 0-d: argwhere of it finds nothing
+        if not mismatch.any():
+            return None
+        if val.ndim == 0:
+            return f"got {bool(val)}, the reference has {bool(exp)}"
+        first = tuple(int(i) for i in np.argwhere(mismatch)[0])
+        return f"{int(mismatch.sum())} of {val.size} entries differ, first at index {first}"
+    # At least 1-d: arithmetic on 0-d arrays gives numpy scalars, which take no index assignment.
+    val64, exp64 = np.atleast_1d(val.astype(np.float64)), np.atleast_1d(exp.astype(np.float64))
+    bad = ~np.isfinite(val64) & np.isfinite(exp64)
+    if bad.any():
+        return f"non-finite value (nan or inf) at index {tuple(np.argwhere(bad)[0])}"
+    with np.errstate(invalid="ignore"):  # inf - inf where both are infinite
+        err = np.abs(val64 - exp64)
+    err[~np.isfinite(exp64) & (val64 == exp64)] = 0.0  # matching infinities
+    excess = err - (spec["atol"] + spec["rtol"] * np.abs(exp64))
+    if val64.size == 0 or not (excess > 0).any():
+        return None
+    worst = np.unravel_index(np.argmax(excess), excess.shape)
+    if val.ndim == 0:
+        return (f"the value differs from the reference by {err[worst]:.3g} "
+                f"(tolerance rtol={spec['rtol']:g}, atol={spec['atol']:g})")
+    return (
+        f"values differ from the reference: largest error {err[worst]:.3g} at index "
+        f"{tuple(int(i) for i in worst)} (tolerance rtol={spec['rtol']:g}, atol={spec['atol']:g})"
+    )
+
+
+def _judge_between(spec: dict, got: dict) -> str | None:
+    if got["kind"] != "array" or int(np.prod(got["shape"])) != 1:
+        return f"expected a single number, got shape {tuple(got.get('shape', ()))}"
+    v = float(got["data"][0])
+    if not np.isfinite(v):
+        return f"got {v}, expected a finite number"
+    if spec.get("low") is not None and v < spec["low"]:
+        return f"got {v:.4g}, must be at least {spec['low']:g}"
+    if spec.get("high") is not None and v > spec["high"]:
+        return f"got {v:.4g}, must be at most {spec['high']:g}"
+    return None
+
+
+# ----------------------------------------------------------------------------- modes
+def expect(key: str, value: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """Check that ``value`` matches the reference solution's value recorded under ``key``.
+
+    Parameters
+    ----------
+    key : str
+        Unique name of the value within the assignment, e.g. ``"softmax/out_masked"``.
+    value : tensor, array, number, bool or str
+        The student's result. Shape and dtype family (float / int / bool) must match.
+    rtol, atol : float
+        Tolerance as in ``numpy.allclose``: choose it so every correct implementation passes
+        (float32 or float64, einsum or matmul) and each common bug fails.
+    """
+    _dispatch(key, value, {"check": "close", "rtol": float(rtol), "atol": float(atol)})
+
+
+def expect_between(key: str, value: Any, *, low: float | None = None, high: float | None = None) -> None:
+    """Check a property: a single number must lie in ``[low, high]`` (either bound may be None).
+
+    Use it for checks that have no exact reference, e.g. "the approximation error is below 0.05"
+    or "the loss fell" (``expect_between("loss_drop", first - last, low=0)``).
+    """
+    if low is None and high is None:
+        raise ValueError("expect_between needs low, high or both")
+    _dispatch(key, value, {"check": "between", "low": low, "high": high})
+
+
+def _mode() -> str:
+    mode = os.environ.get(MODE_ENV, "compare").strip().lower() or "compare"
+    if mode not in _MODES:
+        raise RuntimeError(f"{MODE_ENV}={mode!r}; expected one of {', '.join(_MODES)}")
+    return mode
+
+
+def _golden_path() -> Path:
+    return Path(os.environ.get(FILE_ENV) or GOLDEN_FILENAME)
+
+
+def _dispatch(key: str, value: Any, check: dict) -> None:
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key must be a non-empty string, got {key!r}")
+    mode = _mode()
+    if mode == "collect":
+        _collect(key, value)
+        return
+    try:
+        got = encode(value)
+    except TypeError as err:
+        raise GoldenMismatch(f"{key}: {err}") from None
+    if mode == "record":
+        _record(key, got, check)
+        return
+    spec = _GIVEN[key] if key in _GIVEN else load_golden(_golden_path())["values"].get(key)
+    if spec is None:
+        raise GoldenMismatch(f"{key}: no golden value recorded under this key; rebuild the autograder")
+    message = judge(spec, got)
+    if message:
+        raise GoldenMismatch(f"{key}: {message}")
+
+
+def _collect(key: str, value: Any) -> None:
+    outbox = os.environ.get(OUTBOX_ENV)
+    if not outbox:
+        raise RuntimeError(f"{MODE_ENV}=collect needs {OUTBOX_ENV}, the file to append values to")
+    try:
+        line = {"key": key, "value": encode(value)}
+    except TypeError as err:
+        line = {"key": key, "error": str(err)}
+    with open(outbox, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _calling_test() -> str | None:
+    """Name of the ``test_*`` function on the call stack: ties each key to its test case."""
+    for frame in inspect.stack()[2:]:
+        if frame.function.startswith("test_"):
+            return frame.function
+    return None
+
+
+def _record(key: str, got: dict, check: dict) -> None:
+    path = _golden_path()
+    golden = load_golden(path) if path.exists() else {"format": FORMAT_VERSION, "values": {}}
+    test = _calling_test()
+    previous = golden["values"].get(key)
+    if previous is not None:
+        # Sealed grading takes one value per key: a key reused (by another test, or in a loop) is ambiguous.
+        raise ValueError(f"key {key!r} is recorded twice (by {previous.get('test')} and {test}); "
+                         "give every expect() call its own key")
+    spec = dict(check, test=test)
+    if check["check"] == "close":
+        spec["expected"] = got
+    else:
+        message = _judge_between(check, got)
+        if message:
+            raise GoldenMismatch(f"{key}: the reference solution fails its own property check: {message}")
+    golden["values"][key] = spec
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(golden, sort_keys=True, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    _LOADED.pop(str(path), None)
+
+
+_LOADED: dict[str, tuple[float, dict]] = {}
+_GIVEN: dict[str, dict] = {}  # golden values handed over in-process by use_golden (nbgrader)
+
+
+def golden_blob(values: dict) -> str:
+    """Golden values as one compressed string literal, the form :func:`use_golden` reads."""
+    import base64
+    import zlib
+
+    return base64.b64encode(zlib.compress(json.dumps(values, sort_keys=True).encode("utf-8"), 9)).decode("ascii")
+
+
+def use_golden(blob: str) -> None:
+    """Register golden values for compare mode from a string made by :func:`golden_blob` (``course
+    build --nbgrader`` writes one into each hidden test's region, so the release never holds it)."""
+    import base64
+    import zlib
+
+    values = json.loads(zlib.decompress(base64.b64decode(blob)).decode("utf-8"))
+    if not isinstance(values, dict):
+        raise ValueError("use_golden expects the golden values of one test, a JSON object")
+    _GIVEN.update(values)
+
+
+def load_golden(path: str | os.PathLike) -> dict:
+    """Read a golden file (cached until it changes on disk)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"golden values file {str(path)!r} not found: hidden tests run only inside the "
+            f"autograder (or set {FILE_ENV})"
+        )
+    mtime = path.stat().st_mtime
+    cached = _LOADED.get(str(path))
+    if cached and cached[0] == mtime:
+        return cached[1]
+    golden = json.loads(path.read_text(encoding="utf-8"))
+    if golden.get("format") != FORMAT_VERSION or "values" not in golden:
+        raise ValueError(f"{path} is not a golden values file of format {FORMAT_VERSION}")
+    _LOADED[str(path)] = (mtime, golden)
+    return golden

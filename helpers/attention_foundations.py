@@ -345,17 +345,29 @@ def exact_match_by_length(model: Seq2Seq, lengths: Sequence[int], n_per_length: 
 def plot_accuracy_by_length(results: dict[str, dict[int, float]], *, trained_up_to: int | None = None, ax=None):
     """Exact-match accuracy against sentence length, one line per model."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4))
-    for name, scores in results.items():
-        ax.plot(list(scores), [100 * s for s in scores.values()], marker="o", label=name)
+        _, ax = plt.subplots(figsize=(8.5, 4))
+    # big hollow markers under small filled ones: where two curves coincide, both stay visible
+    styles = [("o", 11, "-"), ("s", 5, "--"), ("^", 8, "-."), ("D", 4, ":")]
+    for i, (name, scores) in enumerate(results.items()):
+        marker, size, line = styles[i % len(styles)]
+        ax.plot(list(scores), [100 * s for s in scores.values()], marker=marker, markersize=size, linestyle=line,
+                markerfacecolor="none" if i % 2 == 0 else None, markeredgewidth=1.8, label=name)
+    names = list(results)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            same = [n for n in results[a] if n in results[b] and abs(results[a][n] - results[b][n]) < 1e-9]
+            if same:
+                where = "at every length" if len(same) == len(results[a]) else "at " + ", ".join(map(str, same))
+                ax.plot([], [], " ", label=f"{a} and {b} coincide\n{where}")
     if trained_up_to is not None:
-        ax.axvline(trained_up_to, color="gray", linestyle=":", label=f"longest training sentence ({trained_up_to})")
+        ax.axvline(trained_up_to, color="gray", linestyle=":", label=f"longest training\nsentence ({trained_up_to})")
     ax.set_xlabel("sentence length (characters)")
-    ax.set_ylabel("exact match (%)")
-    ax.set_ylim(-3, 103)
+    ax.set_ylabel("exact match (% of sentences)")
+    ax.set_ylim(-4, 104)
     ax.set_title("Whole sentence right, by length")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # outside: never over a point
+    ax.figure.tight_layout()
     return ax
 
 
@@ -371,8 +383,14 @@ def plot_alignment(model: Seq2Seq, task: str, text: str, ax=None):
     w = weights[0, : len(output)]
     if ax is None:
         _, ax = plt.subplots(figsize=(0.28 * len(source) + 2, 0.28 * len(output) + 1.5))
-    image = ax.imshow(w.numpy(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.02, label="weight")
+    # scaled to the largest weight, so a nearly uniform map still shows its pattern; the colourbar
+    # marks what uniform attention over the source would be
+    top, uniform = w.max().item(), 1 / len(source)
+    image = ax.imshow(w.numpy(), cmap="viridis", vmin=0, vmax=max(top, 1.5 * uniform), aspect="auto")
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.02,
+                             label=f"attention weight (0 to {top:.2f}; uniform = 1/{len(source)} = {uniform:.3f})")
+    bar.ax.axhline(uniform, color="white", linewidth=2)
+    bar.ax.axhline(uniform, color="black", linewidth=1, linestyle="--")
     show = lambda t: "␣" if t == " " else t  # noqa: E731
     ax.set_xticks(range(len(source)), [show(t) for t in source], fontsize=8)
     ax.set_yticks(range(len(output)), [show(t) for t in output], fontsize=8)
@@ -442,7 +460,7 @@ def plot_softmax_saturation(scale_for_unit_variance: Callable, *, dims: Sequence
     axes[0].set_yscale("log", base=2)
     axes[1].axhline(1 / num_keys, color="gray", linestyle=":", label=f"uniform (1/{num_keys})")
     axes[1].set_ylim(0, 1.02)
-    axes[1].legend()
+    axes[1].legend(loc="center right")  # between the rising s = 1 curve and the flat scaled one
     axes[0].set_title("Spread of the scores")
     axes[1].set_title(f"Saturation: one key takes it all ({num_keys} keys)")
     fig.tight_layout()
@@ -461,8 +479,12 @@ def plot_position_similarity(encodings: dict[str, torch.Tensor], *, reference_po
         sims = (pe @ pe.T).detach().double()
         T = sims.shape[0]
         t0 = T // 2 if reference_position is None else reference_position
-        image = axes[0, col].imshow(sims.numpy(), cmap="RdBu_r", vmin=-sims.abs().max(), vmax=sims.abs().max())
-        fig.colorbar(image, ax=axes[0, col], fraction=0.046, pad=0.04, label="dot product")
+        low, high = sims.min().item(), sims.max().item()
+        if low >= 0:  # nothing to centre: spend the whole colour scale on the values that occur
+            image = axes[0, col].imshow(sims.numpy(), cmap="viridis", vmin=low, vmax=high)
+        else:
+            image = axes[0, col].imshow(sims.numpy(), cmap="RdBu_r", vmin=-max(-low, high), vmax=max(-low, high))
+        fig.colorbar(image, ax=axes[0, col], fraction=0.046, pad=0.04, label=f"dot product ({low:.3g} to {high:.3g})")
         axes[0, col].set_title(f"{name}: p_s . p_t")
         axes[0, col].set_xlabel("position t")
         axes[0, col].set_ylabel("position s")
@@ -470,6 +492,7 @@ def plot_position_similarity(encodings: dict[str, torch.Tensor], *, reference_po
         axes[1, col].axvline(t0, color="gray", linestyle=":")
         axes[1, col].set_xlabel("position t")
         axes[1, col].set_ylabel(f"p_{t0} . p_t")
+        axes[1, col].set_title(f"{name}: position {t0} against every position t")
         axes[1, col].grid(True, alpha=0.3)
     fig.tight_layout()
     return axes
@@ -555,16 +578,18 @@ def plot_key_norm_experiment(result: dict[str, torch.Tensor]):
         axes[0].plot(result["length_a"].numpy(), result[name].numpy(), ".", markersize=3, alpha=0.5, color=color,
                      label=label)
         axes[1].hist(result[name].numpy(), bins=40, range=(0, 1), alpha=0.6, color=color, label=label)
-    axes[0].axhline(0.5, color="gray", linestyle=":")
+    axes[0].axhline(0.5, color="gray", linestyle=":", label="0.5: the average we asked for")
     axes[0].set_xlabel("length of key a along its mean (negative: the draw flipped it)")
     axes[0].set_ylabel("weight of value a in the output")
     axes[0].set_title("The output against the length of key a")
     axes[1].set_xlabel("weight of value a in the output (0.5 = the average we asked for)")
     axes[1].set_ylabel("trials")
     axes[1].set_title("Spread over the trials")
-    axes[0].legend(loc="upper left")
-    axes[1].legend(loc="upper center")
+    axes[1].axvline(0.5, color="gray", linestyle=":")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    # one legend for both panels, below them: inside, it covered points or the tallest bar
+    fig.legend(handles, labels, loc="lower center", ncol=3, markerscale=4, frameon=False)
     return axes

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib import ticker
 from torch import nn
@@ -79,21 +80,48 @@ def run_training(model: nn.Module, *, steps: int, optimizer: torch.optim.Optimiz
     return log
 
 
-def plot_training_loss(*logs: TrainingLog, ax=None):
-    """The training loss of each log over its steps, on a log scale with plain tick labels; points
-    are marked when a run logged few of them. Returns the axes."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.8))
-    for log in logs:
-        ax.plot(log.steps, log.losses, marker="o" if len(log.steps) < 20 else None, markersize=3,
-                label=f"{log.name} ({log.seconds:.0f} s)")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("cross-entropy per character")
+def _plain(value, _pos=None) -> str:
+    """A tick label in plain decimals: 0.02, 0.5, 3 (never 2x10^-2 or 3.71x10^0)."""
+    return np.format_float_positional(value, precision=4, trim="-")
+
+
+def _loss_axis(ax, values) -> None:
+    """A log axis with plain labels when the values span at least a factor 4, else a linear one.
+
+    With a span of at least 4, the ticks 1, 2, 3, 5 x 10^k put two labels or more on the axis; a
+    narrower span (a short run whose loss barely moved) would get one label or none on a log axis.
+    """
+    low, high = min(values), max(values)
+    if low <= 0 or high / low < 4:
+        ax.yaxis.set_major_formatter(ticker.ScalarFormatter(useOffset=False))
+        return
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())  # 1, 2, 0.5 rather than 10^0 and 3.7x10^0
-    ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.1f"))
+    decades = np.log10(high / low)
+    subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(_plain))
+    ax.yaxis.set_minor_locator(ticker.LogLocator(base=10, subs=np.arange(1, 10)))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def plot_training_loss(*logs: TrainingLog, ax=None):
+    """The training loss of each log over its steps, on a log scale with plain tick labels (a linear
+    one when the loss moved by less than a factor 4); every logged point is marked when a run logged
+    few of them, and the legend sits outside the axes. Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.8))
+    styles = ("-", "--", "-.", ":")
+    for i, log in enumerate(logs):
+        few = len(log.steps) < 40
+        ax.plot(log.steps, log.losses, linestyle=styles[i % len(styles)], marker="o" if few else None,
+                markersize=4 if few else 0, label=f"{log.name} ({log.seconds:.0f} s, {log.steps[-1] if log.steps else 0} steps)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy per character (nats)")
+    values = [v for log in logs for v in log.losses]
+    if values:
+        _loss_axis(ax, values)
     ax.set_title("Training loss")
     ax.grid(alpha=0.3, which="both")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # outside: never over a curve
     ax.figure.tight_layout()
     return ax

@@ -115,4 +115,27 @@ def test_the_shared_training_loop_logs_enough_points_and_ends_in_eval_mode():
     assert log.eval_steps == [10, 20] and log.accuracies == [0.5, 0.5] and scored == [False, False]
     assert not model.training and log.seconds > 0
     ax = plot_training_loss(log)
-    assert ax.get_yscale() == "log" and ax.lines[0].get_marker() == "o"  # few points: each one marked
+    assert ax.lines[0].get_marker() == "o"  # few points: each one marked
+    # a loss that moved by less than a factor 4 gets a linear axis; a log one got a single label or none
+    assert ax.get_yscale() == ("log" if max(log.losses) / min(log.losses) >= 4 else "linear")
+    ax.figure.canvas.draw()
+    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert len(set(shown)) >= 2 and len(set(shown)) == len(shown), shown  # readable, no label twice
+    assert not any("10^" in t or "e-" in t or "x10" in t for t in shown), shown
+
+
+def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
+    """A loss from 3.9 to 0.01 gets a log axis whose labels read 0.01, 0.1, 1 (not 10^-2 or 3.71x10^0)."""
+    import numpy as np
+
+    from helpers.training import TrainingLog, plot_training_loss
+
+    steps = list(range(25, 2001, 25))
+    ax = plot_training_loss(TrainingLog("a", steps, list(np.geomspace(3.9, 0.01, len(steps))), seconds=1.0))
+    ax.figure.canvas.draw()
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+    assert ax.get_yscale() == "log" and {"0.01", "0.1", "1"} <= set(shown), shown
+    assert not any("10^" in t or "e-" in t for t in shown), shown
+    legend = ax.get_legend()
+    assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1  # outside the axes, over no curve

@@ -192,10 +192,16 @@ def run_probe_grid(Autoencoder, training_step: Callable, linear_probe_accuracy: 
 
 def plot_probe_grid(result: GridResult, datasets: Sequence[str] | None = None):
     """Probe accuracy against the bottleneck k: one panel per (data set, linear / nonlinear), one
-    curve per variant (mean over seeds, min-max band), raw-input and PCA probes for reference."""
+    curve per variant (mean over seeds, min-max band when there are several seeds), raw-input and
+    PCA probes for reference. The variants are drawn slightly apart along k so that equal
+    accuracies do not hide each other's markers."""
+    from matplotlib.ticker import PercentFormatter
+
     datasets = list(datasets or result.baselines)
     kinds = sorted({run["kind"] for run in result.runs})
     variants = list(dict.fromkeys(run["variant"] for run in result.runs))
+    num_seeds = len({run["seed"] for run in result.runs})
+    shifts = {v: 1.06 ** (i - (len(variants) - 1) / 2) for i, v in enumerate(variants)}  # x factors around 1
     fig, axes = plt.subplots(len(datasets), len(kinds), figsize=(6.2 * len(kinds), 4.3 * len(datasets)),
                              squeeze=False, sharey="row")
     for row, name in enumerate(datasets):
@@ -205,17 +211,22 @@ def plot_probe_grid(result: GridResult, datasets: Sequence[str] | None = None):
             for variant in variants:
                 acc = result.accuracies(name, kind, variant)
                 ks = list(acc)
+                xs = [k * shifts[variant] for k in ks]
                 mean = [np.mean(acc[k]) for k in ks]
-                ax.plot(ks, mean, marker="o", label=f"{variant} AE")
-                ax.fill_between(ks, [min(acc[k]) for k in ks], [max(acc[k]) for k in ks], alpha=0.2)
+                line, = ax.plot(xs, mean, marker="o", label=f"{variant} AE")
+                if num_seeds > 1:
+                    ax.fill_between(xs, [min(acc[k]) for k in ks], [max(acc[k]) for k in ks], alpha=0.2,
+                                    color=line.get_color())
             ax.axhline(base["raw"], color="black", linestyle="--", label="raw input")
             pca = sorted(base["pca"].items())
             ax.plot([k for k, _ in pca], [a for _, a in pca], color="gray", marker="s", linestyle=":", label="PCA")
+            seeds = (f"mean of {num_seeds} seeds, band: min to max" if num_seeds > 1 else "one seed")
             ax.set(xscale="log", xlabel="bottleneck k", ylabel="test accuracy of the linear probe",
-                   title=f"{name}, {kind} autoencoders ({result.num_labels} labels)")
+                   title=f"{name}, {kind} autoencoders\n({result.num_labels} labels; {seeds})")
             all_ks = sorted({run["k"] for run in result.runs})
             ax.set_xticks(all_ks, [str(k) for k in all_ks])
             ax.minorticks_off()
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()

@@ -172,10 +172,13 @@ class EmbeddingRecorder:
             self.snapshots.append((epoch + 1, embedding.detach().cpu().numpy().copy()))
 
 
-def plot_embedding_snapshots(snapshots: Sequence[tuple[int, np.ndarray]], club: KarateClub, *, columns: int = 4):
+def plot_embedding_snapshots(snapshots: Sequence[tuple[int, np.ndarray]], club: KarateClub, *, columns: int = 4,
+                             label_boundary: int = 4):
     """A grid of the 2-D node embeddings over training, coloured by the true faction.
 
-    The labelled members are squares; the split should emerge as the epochs go by.
+    The labelled members are squares; the split should emerge as the epochs go by. In the last
+    snapshot the ``label_boundary`` members closest to the boundary between the two labelled
+    members (the perpendicular bisector of the segment joining them) are numbered.
     """
     if not snapshots:
         raise ValueError("no snapshots: pass an EmbeddingRecorder as on_epoch to the training function")
@@ -197,10 +200,33 @@ def plot_embedding_snapshots(snapshots: Sequence[tuple[int, np.ndarray]], club: 
         ax.set_yticks([-1, 0, 1])
     for ax in list(axes.flat)[len(snapshots):]:
         ax.set_axis_off()
+    numbered = _number_boundary_members(axes.flat[len(snapshots) - 1], snapshots[-1][1], club, label_boundary)
     fig.suptitle("Node embeddings (output of the second GCN layer) during training; "
-                 "colour = true faction, squares = the two labelled members", fontsize=10)
+                 "colour = true faction, squares = the two labelled members"
+                 + (f"\nnumbered in the last panel: the {numbered} members nearest the boundary between them"
+                    if numbered else ""),
+                 fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _number_boundary_members(ax, emb: np.ndarray, club: KarateClub, count: int) -> int:
+    """Write the node number of the ``count`` members nearest the perpendicular bisector of the two
+    labelled members' embeddings; returns how many were numbered."""
+    first, second = (emb[i] for i in club.train_nodes.tolist()[:2])
+    axis = second - first
+    if count <= 0 or float(axis @ axis) < 1e-12:
+        return 0
+    along = (emb - (first + second) / 2) @ axis / float(np.sqrt(axis @ axis))  # signed distance to the bisector
+    train = set(club.train_nodes.tolist())
+    nearest = [i for i in np.argsort(np.abs(along)) if i not in train][:count]
+    for rank, i in enumerate(sorted(nearest, key=lambda i: along[i])):
+        # alternate sides, so that two members close together keep readable numbers
+        offset = (-9, 7) if rank % 2 == 0 else (8, -11)
+        ax.annotate(str(i), emb[i], xytext=offset, textcoords="offset points", fontsize=8,
+                    ha="right" if offset[0] < 0 else "left",
+                    arrowprops=dict(arrowstyle="-", lw=0.6, color="gray", shrinkA=0, shrinkB=3))
+    return len(nearest)
 
 
 def hand_written_gcn(gcn_layer_backward: Callable) -> Callable:

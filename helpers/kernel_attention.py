@@ -290,12 +290,14 @@ def plot_rff_error(rff_attention: Callable, softmax_attention: Callable, *,
 def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
                        lengths: Sequence[int] = (128, 256, 512, 1024, 2048, 4096, 8192),
                        dim: int = 32, value_dim: int = 32, batch: int = 1, repeats: int = 3,
-                       seed: int = 0, ax=None) -> list[dict]:
+                       seed: int = 0, ax=None, min_seconds: float = 0.2) -> list[dict]:
     """Time causal softmax attention against causal linear attention and plot both against N.
 
     Each function is called on float32 inputs Q, K (batch, N, dim) and V (batch, N, value_dim)
     under ``torch.no_grad()``; after one warm-up call the best of ``repeats`` wall-clock times is
-    kept (the minimum is the least noisy estimate of the cost).
+    kept (the minimum is the least noisy estimate of the cost). Calls shorter than a few
+    milliseconds are repeated more often (until about ``min_seconds`` have been spent, at most
+    100 calls), so that one interruption by another program cannot decide a short length.
 
     Parameters
     ----------
@@ -308,7 +310,9 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
     dim, value_dim, batch : int
         D, M and the batch size.
     repeats : int
-        Timed calls per length and function.
+        Timed calls per length and function (at least).
+    min_seconds : float
+        Keep timing a short call until this much time has been spent on it.
     seed : int
     ax : matplotlib Axes, optional
 
@@ -325,6 +329,7 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
     value_dim = _check_sizes("value_dim", value_dim)[0]
     batch = _check_sizes("batch", batch)[0]
     repeats = _check_sizes("repeats", repeats)[0]
+    min_seconds = 0.0 if min_seconds == 0 else _check_positive("min_seconds", min_seconds)
     gen = torch.Generator().manual_seed(seed)
     table = []
     with torch.no_grad():
@@ -334,11 +339,12 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
             for key, name, fn in (("softmax_s", "causal_softmax", causal_softmax),
                                   ("linear_s", "causal_linear", causal_linear)):
                 _output_of(name, fn(Q, K, V), V.shape)  # warm-up and shape check
-                best = math.inf
-                for _ in range(repeats):
+                best, spent, calls = math.inf, 0.0, 0
+                while calls < repeats or (spent < min_seconds and calls < 100):
                     start = time.perf_counter()
                     fn(Q, K, V)
-                    best = min(best, time.perf_counter() - start)
+                    took = time.perf_counter() - start
+                    best, spent, calls = min(best, took), spent + took, calls + 1
                 row[key] = best
             row["speedup"] = row["softmax_s"] / row["linear_s"]
             table.append(row)
@@ -356,7 +362,7 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
     ax.set_xticks(ns, [str(n) for n in ns], rotation=45 if len(ns) > 8 else 0)
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")  # run time grows with N: the lower right stays empty
     ax.figure.tight_layout()
     return table
 

@@ -106,37 +106,50 @@ def plot_query_key(q: torch.Tensor, k: torch.Tensor, tokens: Sequence[str], posi
     weights = scores.softmax(-1)
     labels = list(tokens[: position + 1])
     rows = position + 1
-    fig = plt.figure(figsize=(12, 1.6 + 0.32 * rows))
-    grid = fig.add_gridspec(2, 4, height_ratios=[1, rows], width_ratios=[6, 6, 1.3, 1.3], hspace=0.15, wspace=0.08)
+    # rows of the grid: the query, a gap, the keys (one row per token), a gap for the x labels,
+    # the two colour bars; heights in units of one token row (0.32 inch)
+    ratios = [1, 0.45, rows, 1.7, 0.4]
+    height = 1.3 + 0.32 * sum(ratios)  # 0.75 inch above for the titles, 0.55 below for the colour bar labels
+    fig = plt.figure(figsize=(12, height))
+    grid = fig.add_gridspec(5, 4, height_ratios=ratios, width_ratios=[6, 6, 1.3, 1.3], hspace=0.0, wspace=0.08,
+                            top=1 - 0.75 / height, bottom=0.55 / height)
     limit = float(max(q[position].abs().max(), seen.abs().max()))
     query_ax = fig.add_subplot(grid[0, 0])
-    query_ax.imshow(q[position][None].numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    query_image = query_ax.imshow(q[position][None].numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     query_ax.set_yticks([0], [f"query: {tokens[position]!r}"])
     query_ax.set_xticks([])
     query_ax.set_title("query and keys (one column per dimension)")
-    key_ax = fig.add_subplot(grid[1, 0])
+    key_ax = fig.add_subplot(grid[2, 0])
     key_ax.imshow(seen.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     key_ax.set_yticks(range(rows), [f"key: {t!r}" for t in labels])
     key_ax.set_xlabel("dimension")
-    product_ax = fig.add_subplot(grid[1, 1])
+    product_ax = fig.add_subplot(grid[2, 1])
     bound = float(products.abs().max())
-    product_ax.imshow(products.numpy(), cmap="PuOr_r", vmin=-bound, vmax=bound, aspect="auto")
+    product_image = product_ax.imshow(products.numpy(), cmap="PuOr_r", vmin=-bound, vmax=bound, aspect="auto")
     product_ax.set_yticks([])
     product_ax.set_xlabel("dimension")
     product_ax.set_title("query x key, element-wise")
-    score_ax = fig.add_subplot(grid[1, 2])
+    score_ax = fig.add_subplot(grid[2, 2])
     score_ax.barh(range(rows), scores.numpy(), color=["tab:red" if s < 0 else "tab:blue" for s in scores])
+    score_ax.axvline(0, color="black", lw=0.8)
     score_ax.set_ylim(rows - 0.5, -0.5)
     score_ax.set_yticks([])
     score_ax.set_title("q.k/sqrt(d)", fontsize=9)
-    weight_ax = fig.add_subplot(grid[1, 3])
+    score_ax.tick_params(labelsize=8)
+    weight_ax = fig.add_subplot(grid[2, 3])
     weight_ax.barh(range(rows), weights.numpy(), color="tab:green")
     weight_ax.set_ylim(rows - 0.5, -0.5)
     weight_ax.set_xlim(0, 1)
     weight_ax.set_yticks([])
     weight_ax.set_title("weight", fontsize=9)
+    weight_ax.tick_params(labelsize=8)
     for ax in (fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[0, 3])):
         ax.axis("off")
+    # colour bars last, so that the axes above keep their order in fig.axes
+    fig.colorbar(query_image, cax=fig.add_subplot(grid[4, 0]), orientation="horizontal",
+                 label="entry of the query or key vector")
+    fig.colorbar(product_image, cax=fig.add_subplot(grid[4, 1]), orientation="horizontal",
+                 label="query entry x key entry (a row sums to q.k)")
     fig.suptitle(title or f"how the query of {tokens[position]!r} scores each key it can see")
     return fig
 

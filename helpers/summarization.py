@@ -20,7 +20,7 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -550,12 +550,23 @@ def load_news_dataset(name: str = "xsum", split: str = "train", *, data_files: s
 @dataclass
 class History:
     """The training loss of every step, the validation loss before training and after each epoch
-    as (step, loss) pairs, the number of steps and the seconds taken."""
+    as (step, loss) pairs, the number of steps and the seconds taken (validation included), and
+    the seconds of each training step alone (``step_seconds``: forward, backward and update, no
+    validation), which is what to compare when two models train side by side."""
 
     train: list
     val: list
     steps: int = 0
     seconds: float = 0.0
+    step_seconds: list = field(default_factory=list)
+
+    def seconds_per_step(self, steps: int | None = None) -> float:
+        """Mean seconds of a training step over the first ``steps`` steps (all by default),
+        validation excluded."""
+        chosen = self.step_seconds[:steps]
+        if not chosen:
+            raise ValueError("no training step was timed")
+        return sum(chosen) / len(chosen)
 
 
 def mean_loss(model, articles: Sequence[Article], vocab: Vocabulary, loss_fn, batch_size: int = 200) -> float:
@@ -573,12 +584,13 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
                      lr: float = 1e-3, max_steps: int | None = None, seed: int = 0) -> History:
     """Train with AdamW (gradients clipped to norm 1): ``epochs`` passes over the shuffled
     training split, or ``max_steps`` batches in all if that comes first. The validation loss is
-    measured before training and after each epoch (and at the last step); in the fast setting on
-    the first 64 validation articles (a fast run only has to run every cell)."""
+    measured before training and after each epoch (and at the last step); in the grading setting on
+    the first 64 validation articles (a grading run only has to run every cell). Each step's own
+    time goes to ``History.step_seconds``."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     per_epoch = -(-len(corpus.train) // batch_size)
     total = epochs * per_epoch if max_steps is None else min(max_steps, epochs * per_epoch)
-    val = budget(full=corpus.val, fast=corpus.val[:64])
+    val = budget(full=corpus.val, quick=corpus.val, grading=corpus.val[:64])
     history, started = History([], [(0, mean_loss(model, val, vocab, loss_fn))]), time.perf_counter()
 
     def stream():  # (epoch, batch) pairs, a new shuffle each epoch
@@ -592,12 +604,14 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
         if epoch != epoch_of_last:  # an epoch ended
             history.val.append((step, mean_loss(model, val, vocab, loss_fn)))
             epoch_of_last = epoch
+        step_started = time.perf_counter()
         loss = loss_fn(model(batch.src, batch.tgt_in), batch.targets, vocab.pad_id)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         history.train.append(loss.item())
+        history.step_seconds.append(time.perf_counter() - step_started)
     history.steps = len(history.train)
     history.val.append((history.steps, mean_loss(model, val, vocab, loss_fn)))
     model.eval()
@@ -605,31 +619,71 @@ def train_summarizer(model, corpus: Corpus, vocab: Vocabulary, loss_fn, *, epoch
     return history
 
 
+def time_training_steps(models: dict, corpus: Corpus, vocab: Vocabulary, loss_fn, *, steps: int = 20,
+                        batch_size: int = 64, lr: float = 1e-3) -> dict[str, float]:
+    """Median seconds of one training step of each model, timed on equal work: copies of the models
+    (the originals are left as they are) take turns, one step each, on the same ``steps`` batches,
+    so a change in the machine's load falls on all of them alike. No validation is timed.
+
+    Returns
+    -------
+    dict
+        {name: median seconds per step}, in the order of ``models``.
+    """
+    import copy
+    import statistics
+
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    copies = {name: copy.deepcopy(model).train() for name, model in models.items()}
+    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01) for name, model in copies.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in copies}
+    for _, batch in zip(range(steps), batches(corpus.train, vocab, batch_size, shuffle=True, seed=12345)):
+        for name, model in copies.items():
+            started = time.perf_counter()
+            loss = loss_fn(model(batch.src, batch.tgt_in), batch.targets, vocab.pad_id)
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+            seconds[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
 def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention",), ax=None):
-    """Training loss per step (and its running mean) and validation loss, one colour per history."""
+    """Training loss per step (and its running mean) and validation loss, one colour per history.
+
+    The legend sits below the axes, where it covers no curve."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.2))
+        _, ax = plt.subplots(figsize=(7, 4.2 + 0.3 * len(histories)))
     for history, label, colour in zip(histories, labels, ["tab:blue", "tab:orange", "tab:green"]):
         steps = range(1, len(history.train) + 1)
         ax.plot(steps, history.train, "-", color=colour, alpha=0.25, lw=0.8)
         window = max(1, len(history.train) // 30)
         smooth = [sum(history.train[max(0, i - window + 1): i + 1]) / len(history.train[max(0, i - window + 1): i + 1])
                   for i in range(len(history.train))]
-        ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean)")
+        ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean of {window} steps)"
+                if window > 1 else f"{label}: training")
         ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy per summary token (log scale)")
     ax.set_yscale("log")  # the late, small improvements are where models differ
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
-
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_yticks([t for t in (0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 7, 10) if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]])
+    low, high = ax.get_ylim()
+    for candidates in ((0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 7, 10),  # the coarsest set with at least 3 labels in range
+                       (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 6, 7, 8, 10),
+                       tuple(round(0.05 * k, 2) for k in range(2, 20)) + tuple(k / 2 for k in range(2, 21))):
+        ticks = [t for t in candidates if low <= t <= high]
+        if len(ticks) >= 3:
+            break
+    ax.set_yticks(ticks)
+    ax.set_ylim(low, high)
     ax.set_title("Learning curves")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(histories)), fontsize=9, frameon=False)
     return ax
 
 
@@ -764,30 +818,38 @@ def plot_decoding_times(times: dict, ax=None):
         _, ax = plt.subplots(figsize=(6, 4))
     ax.plot(times["lengths"], times["recompute"], "o-", label="recompute every step")
     ax.plot(times["lengths"], times["cache"], "s-", label="key/value cache")
+    ax.set_xticks(times["lengths"])
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("summary length (tokens generated)")
     ax.set_ylabel("seconds for the batch")
     ax.set_title("Greedy decoding time")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left")  # both curves start low at the left
     return ax
 
 
 def plot_masks(masks: dict, row: int = 0):
     """Row ``row`` of batched masks, (B, T) or (B, Tq, Tk), side by side: white where attention is allowed."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
 
-    fig, axes = plt.subplots(1, len(masks), figsize=(3.6 * len(masks), 3.8))
+    two_colours = ListedColormap(["black", "white"])  # a mask has two values: masked, allowed
+    fig, axes = plt.subplots(1, len(masks), figsize=(3.6 * len(masks) + 1, 3.8), squeeze=False)
+    axes = axes[0]
     for ax, (name, mask) in zip(axes, masks.items()):
         m = mask[row]
         m = m[None] if m.dim() == 1 else m  # a padding mask: one row
-        ax.imshow(m.float().numpy(), cmap="gray", vmin=0, vmax=1, aspect="auto")
+        image = ax.imshow(m.float().numpy(), cmap=two_colours, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         ax.set_title(name)
-        ax.set_xlabel("key position")
+        ax.set_xlabel("key position" if m.shape[0] > 1 else "token position")
         ax.set_ylabel("query position" if m.shape[0] > 1 else "")
         if m.shape[0] == 1:
             ax.set_yticks([])
     fig.suptitle(f"Masks of batch row {row} (white: allowed, black: masked)")
     fig.tight_layout()
+    bar = fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02, ticks=[0.25, 0.75])
+    bar.ax.set_yticklabels(["masked\n(False)", "allowed\n(True)"])
+    bar.set_label("mask value")
     return fig
 
 

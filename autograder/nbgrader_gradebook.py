@@ -50,7 +50,10 @@ def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
                     f"# hidden test {case['test']} (graded by `course grade`): {verdict[:300]}",
                     metadata=cell_metadata(f"{check.group(1)}-{case['test']}", grade=True, locked=True, points=case["points"])))
     if index != len(manual):
-        raise ValueError(f"found {index} written answer cells for {len(manual)} written questions of {slug}")
+        from .submissions import InvalidSubmission
+
+        raise InvalidSubmission(f"it has {index} written answer cells for the {len(manual)} written questions of "
+                                f"{slug} (an answer cell deleted?)")
     return nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
 
 
@@ -95,12 +98,12 @@ def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path
             gb.db.commit()
             try:
                 nb = read_submission_notebook(submissions / row["file"])
+                copy = _for_formgrader(nb, slug, row, nbformat.read(layout.master(slug), as_version=4))
             except InvalidSubmission as err:
                 log(f"nbgrader: {row['file']}: scores written, notebook not copied for the formgrader: {err}")
             else:
                 folder = course / "autograded" / student / slug
                 folder.mkdir(parents=True, exist_ok=True)
-                nbformat.write(_for_formgrader(nb, slug, row, nbformat.read(layout.master(slug), as_version=4)),
-                               folder / f"{slug}.ipynb")
+                nbformat.write(copy, folder / f"{slug}.ipynb")
             written["submissions"] += 1
     return written

@@ -1,8 +1,8 @@
 """Grade N generated kernel_attention submissions with ``course grade --jobs 2``, killing the
 grader with SIGKILL midway and rerunning it: every submission must end with exactly one row.
 
-Submissions are the solved notebook with one function swapped for a known-wrong or known-correct
-variant (cycled), each with different bytes. Prints submissions per minute over both runs.
+Submissions are the course's sample submissions (``autograder.samples``: complete, half done,
+blank, raising in its first answer) cycled, each with different bytes. Prints submissions per minute over both runs.
 
     .venv/bin/python benchmarks/grading_scale.py [N]
 """
@@ -19,13 +19,9 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
-from notebook_edits import replace_function  # noqa: E402
-
-from autograder.layout import Layout  # noqa: E402
-from reference import solved_student_notebook  # noqa: E402
+from autograder.build import build
+from autograder.layout import Layout
+from autograder.samples import write_samples
 
 SLUG = "kernel_attention"
 
@@ -34,14 +30,15 @@ def main(count: int = 200) -> None:
     layout = Layout.find(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        complete = solved_student_notebook(layout, SLUG, tmp)
+        build(layout, SLUG, notebooks_dir=tmp / "notebooks", log=lambda *a: None)
+        kinds = ("complete.ipynb", "partial.ipynb", "blank.ipynb", "raising.ipynb")
+        write_samples(layout, SLUG, tmp / "samples", notebooks_dir=tmp / "notebooks", only=kinds)
+        samples = [nbformat.read(tmp / "samples" / kind, as_version=4) for kind in kinds]
         subs = tmp / "submissions"
         subs.mkdir()
-        variants = WRONG + CORRECT
         for i in range(count):
-            variant = variants[i % len(variants)]
-            nb = replace_function(complete, variant["function"], variant["source"])
-            nb.metadata["student"] = i
+            nb = samples[i % len(samples)]
+            nb.metadata["student"] = i  # different bytes for every submission
             nbformat.write(nb, subs / f"student{i:03d}.ipynb")
         out = tmp / "results"
         command = [sys.executable, "-m", "autograder.cli", "grade", str(subs), "--out", str(out), "--jobs", "2"]

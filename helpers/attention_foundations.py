@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from torch import nn
 
 from .training import TrainingLog, plot_training_loss, run_training  # noqa: F401 (the notebook's)
@@ -194,10 +195,8 @@ class CaseBatch:
 
 
 def _pad(rows: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), VOCAB.PAD, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+    """(B, longest row) LongTensor, short rows filled with PAD."""
+    return pad_sequence([torch.tensor(row, dtype=torch.long) for row in rows], batch_first=True, padding_value=VOCAB.PAD)
 
 
 def make_batch(examples: Sequence[tuple[str, str, str]]) -> CaseBatch:

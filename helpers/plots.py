@@ -6,7 +6,6 @@ import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 

@@ -267,3 +267,17 @@ def test_gradebook_errors_name_the_problem(nbgrader_courses, layout, tmp_path):
     counts = write_gradebook([{"file": "x.ipynb", "assignment": "", "status": "invalid", "message": "not a notebook",
                                "questions": {}}], course / "gradebook.db", layout, tmp_path, log=said.append)
     assert counts == {"submissions": 0, "skipped": 1} and "x.ipynb skipped: not a notebook" in said[0]
+    # a notebook whose written-answer cell was deleted: its scores go in, the formgrader copy is
+    # refused with a message, and the run goes on
+    nb = nbformat.read(layout.notebooks / "karate_gnn" / "karate_gnn.ipynb", as_version=4)
+    answers = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "otter_answer_cell" in c.metadata.get("tags", [])]
+    assert answers, "karate_gnn has written questions"
+    del nb.cells[answers[0]]
+    (tmp_path / "erin").mkdir()
+    nbformat.write(nb, tmp_path / "erin" / "karate_gnn.ipynb")
+    said = []
+    counts = write_gradebook([{**row, "file": "erin/karate_gnn.ipynb"}], course / "gradebook.db", layout, tmp_path,
+                             log=said.append)
+    assert counts == {"submissions": 1, "skipped": 0}
+    assert any("erin/karate_gnn.ipynb: scores written, notebook not copied" in s and "answer cell deleted" in s for s in said), said
+    assert not (course / "autograded" / "erin").exists()

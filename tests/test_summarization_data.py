@@ -36,8 +36,8 @@ def test_the_corpus_is_a_pure_function_of_its_seed(corpus):
 
 
 def test_unseen_test_articles_name_nobody_and_nowhere_from_training(corpus):
-    unseen_pool = {w for names in S._POOLS["unseen"].values() for n in names for w in n.split()}
-    seen_pool = {w for names in S._POOLS["seen"].values() for n in names for w in n.split()}
+    unseen_pool = {w for names in S.ENTITY_POOLS["unseen"].values() for n in names for w in n.split()}
+    seen_pool = {w for names in S.ENTITY_POOLS["seen"].values() for n in names for w in n.split()}
     assert not unseen_pool & seen_pool
     training_words = set().union(*(words(a.document + " " + a.summary) for a in corpus.train + corpus.val))
     assert not unseen_pool & training_words

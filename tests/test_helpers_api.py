@@ -1,0 +1,62 @@
+"""Every name a master notebook, a test or a benchmark imports from a ``helpers`` module is in that
+module's ``__all__``: the public API is what the notebooks use, and nothing private leaks into them."""
+
+import ast
+import importlib
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sources():
+    for master in sorted((REPO / "solutions").glob("*/*.ipynb")):
+        for i, cell in enumerate(nbformat.read(master, as_version=4).cells):
+            if cell.cell_type == "code":
+                yield f"{master.name} cell {i}", cell.source
+    for folder in ("tests", "benchmarks"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            yield path.name, path.read_text()
+
+
+def _helpers_imports():
+    """(where, module, name) for each ``from helpers... import name`` and ``module.name`` use."""
+    for where, source in _sources():
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # a notebook cell with IPython magic
+            continue
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "helpers":
+                for alias in node.names:
+                    if node.module == "helpers" and alias.name in {"summarization", "core"}:
+                        aliases[alias.asname or alias.name] = f"helpers.{alias.name}"
+                    elif alias.name != "*":
+                        yield where, node.module, alias.name
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                yield where, aliases[node.value.id], node.attr
+
+
+def test_what_notebooks_and_tests_import_from_helpers_is_public():
+    private, missing = [], []
+    for where, module_name, name in _helpers_imports():
+        module = importlib.import_module(module_name)
+        if importlib.util.find_spec(f"{module_name}.{name}") if hasattr(module, "__path__") else False:
+            continue  # a submodule of a package
+        if name.startswith("_"):
+            private.append(f"{where}: {module_name}.{name}")
+        elif name not in getattr(module, "__all__", ()):
+            missing.append(f"{where}: {module_name}.{name}")
+    assert not private, f"private names used outside helpers: {private}"
+    assert not missing, f"imported but not in the module's __all__: {missing}"
+
+
+def test_the_summarization_package_exports_every_submodule_name():
+    package = importlib.import_module("helpers.summarization")
+    for sub in ("corpus", "vocabulary", "harness", "decoding", "performer"):
+        module = importlib.import_module(f"helpers.summarization.{sub}")
+        for name in module.__all__:
+            assert getattr(package, name) is getattr(module, name), f"helpers.summarization.{name}"
+            assert name in package.__all__, name

@@ -88,8 +88,9 @@ def _plain(value, _pos=None) -> str:
 def _loss_axis(ax, values) -> None:
     """A log axis with plain labels when the values span at least a factor 4, else a linear one.
 
-    With a span of at least 4, the ticks 1, 2, 3, 5 x 10^k put two labels or more on the axis; a
-    narrower span (a short run whose loss barely moved) would get one label or none on a log axis.
+    With a span of at least 4, the ticks 1, 1.5, 2, 3, 4, 5, 7 x 10^k (fewer on wider spans) put three
+    labels or more on the axis; a narrower span (a short run whose loss barely moved) would get one
+    label or none on a log axis.
     """
     low, high = min(values), max(values)
     if low <= 0 or high / low < 4:
@@ -97,7 +98,8 @@ def _loss_axis(ax, values) -> None:
         return
     ax.set_yscale("log")
     decades = np.log10(high / low)
-    subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    subs = ((1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0) if decades <= 1 else (1.0, 2.0, 3.0, 5.0) if decades <= 1.5
+            else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,))  # at least three labels on any span
     ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(_plain))
     ax.yaxis.set_minor_locator(ticker.LogLocator(base=10, subs=np.arange(1, 10)))

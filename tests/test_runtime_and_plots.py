@@ -139,3 +139,17 @@ def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
     assert not any("10^" in t or "e-" in t for t in shown), shown
     legend = ax.get_legend()
     assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1  # outside the axes, over no curve
+
+
+def test_the_loss_plot_puts_three_labels_on_a_span_under_one_decade():
+    """A pretraining loss from 2.5 to 0.55 (the full setting's) reads 0.7, 1, 1.5, 2, not just 1 and 2."""
+    import numpy as np
+
+    from helpers.training import TrainingLog, plot_training_loss
+
+    steps = list(range(50, 1401, 50))
+    ax = plot_training_loss(TrainingLog("a", steps, list(np.geomspace(2.5, 0.55, len(steps))), seconds=1.0))
+    ax.figure.canvas.draw()
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+    assert ax.get_yscale() == "log" and len(shown) >= 3 and {"1", "2"} <= set(shown), shown

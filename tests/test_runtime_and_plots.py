@@ -124,17 +124,21 @@ def test_the_shared_training_loop_logs_enough_points_and_ends_in_eval_mode():
     assert not any("10^" in t or "e-" in t or "x10" in t for t in shown), shown
 
 
-def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
-    """A loss from 3.9 to 0.01 gets a log axis whose labels read 0.01, 0.1, 1 (not 10^-2 or 3.71x10^0)."""
+def _loss_plot_labels(steps, first, last):
+    """The loss plot of a loss falling geometrically from ``first`` to ``last``, and its y labels in view."""
     import numpy as np
 
     from helpers.training import TrainingLog, plot_training_loss
 
-    steps = list(range(25, 2001, 25))
-    ax = plot_training_loss(TrainingLog("a", steps, list(np.geomspace(3.9, 0.01, len(steps))), seconds=1.0))
+    ax = plot_training_loss(TrainingLog("a", steps, list(np.geomspace(first, last, len(steps))), seconds=1.0))
     ax.figure.canvas.draw()
     low, high = ax.get_ylim()
-    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+    return ax, [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+
+
+def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
+    """A loss from 3.9 to 0.01 gets a log axis whose labels read 0.01, 0.1, 1 (not 10^-2 or 3.71x10^0)."""
+    ax, shown = _loss_plot_labels(list(range(25, 2001, 25)), 3.9, 0.01)
     assert ax.get_yscale() == "log" and {"0.01", "0.1", "1"} <= set(shown), shown
     assert not any("10^" in t or "e-" in t for t in shown), shown
     legend = ax.get_legend()
@@ -143,13 +147,5 @@ def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
 
 def test_the_loss_plot_puts_three_labels_on_a_span_under_one_decade():
     """A pretraining loss from 2.5 to 0.55 (the full setting's) reads 0.7, 1, 1.5, 2, not just 1 and 2."""
-    import numpy as np
-
-    from helpers.training import TrainingLog, plot_training_loss
-
-    steps = list(range(50, 1401, 50))
-    ax = plot_training_loss(TrainingLog("a", steps, list(np.geomspace(2.5, 0.55, len(steps))), seconds=1.0))
-    ax.figure.canvas.draw()
-    low, high = ax.get_ylim()
-    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+    ax, shown = _loss_plot_labels(list(range(50, 1401, 50)), 2.5, 0.55)
     assert ax.get_yscale() == "log" and len(shown) >= 3 and {"1", "2"} <= set(shown), shown

@@ -21,7 +21,7 @@ from torch import nn
 
 from .progress import progress
 
-__all__ = ["TrainingLog", "run_training", "plot_training_loss"]
+__all__ = ["TrainingLog", "run_training", "plot_training_loss", "loss_axis"]
 
 
 @dataclass
@@ -85,7 +85,7 @@ def _plain(value, _pos=None) -> str:
     return np.format_float_positional(value, precision=4, trim="-")
 
 
-def _loss_axis(ax, values) -> None:
+def loss_axis(ax, values) -> None:
     """A log axis with plain labels when the values span at least a factor 4, else a linear one.
 
     With a span of at least 4, the ticks 1, 1.5, 2, 3, 4, 5, 7 x 10^k (fewer on wider spans) put three
@@ -121,7 +121,7 @@ def plot_training_loss(*logs: TrainingLog, ax=None):
     ax.set_ylabel("cross-entropy per character (nats)")
     values = [v for log in logs for v in log.losses]
     if values:
-        _loss_axis(ax, values)
+        loss_axis(ax, values)
     ax.set_title("Training loss")
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # outside: never over a curve

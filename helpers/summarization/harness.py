@@ -3,6 +3,7 @@ learning curves, equal-work step timing, writing summaries, and the plot of Part
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -11,6 +12,7 @@ import torch
 
 from ..progress import progress
 from ..runtime import budget
+from ..training import loss_axis
 from .corpus import Article, Corpus
 from .vocabulary import Vocabulary, batches
 
@@ -132,7 +134,6 @@ def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention
 
     The legend sits below the axes, where it covers no curve."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.2 + 0.3 * len(histories)))
@@ -146,19 +147,10 @@ def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention
                 if window > 1 else f"{label}: training")
         ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
     ax.set_xlabel("training step")
-    ax.set_ylabel("cross-entropy per summary token (log scale)")
-    ax.set_yscale("log")  # the late, small improvements are where models differ
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    low, high = ax.get_ylim()
-    for candidates in ((0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 7, 10),  # the coarsest set with at least 3 labels in range
-                       (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 6, 7, 8, 10),
-                       tuple(round(0.05 * k, 2) for k in range(2, 20)) + tuple(k / 2 for k in range(2, 21))):
-        ticks = [t for t in candidates if low <= t <= high]
-        if len(ticks) >= 3:
-            break
-    ax.set_yticks(ticks)
-    ax.set_ylim(low, high)
+    ax.set_ylabel("cross-entropy per summary token")
+    values = [v for h in histories for v in [*h.train, *(loss for _, loss in h.val)] if math.isfinite(v)]
+    if values:
+        loss_axis(ax, values)  # log with plain labels: the late, small improvements are where models differ
     ax.set_title("Learning curves")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(histories)), fontsize=9, frameon=False)

@@ -15,6 +15,7 @@ from helpers.core.pdf import BEGIN as STUDENT_BEGIN, END as STUDENT_END  # the s
 from . import master
 from .layout import CourseError
 from .nbgrader_source import cell_metadata
+from .submissions import InvalidSubmission, read_submission_notebook
 
 
 def student_of(row: dict) -> str:
@@ -50,8 +51,6 @@ def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
                     f"# hidden test {case['test']} (graded by `course grade`): {verdict[:300]}",
                     metadata=cell_metadata(f"{check.group(1)}-{case['test']}", grade=True, locked=True, points=case["points"])))
     if index != len(manual):
-        from .submissions import InvalidSubmission
-
         raise InvalidSubmission(f"it has {index} written answer cells for the {len(manual)} written questions of "
                                 f"{slug} (an answer cell deleted?)")
     return nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
@@ -63,8 +62,6 @@ def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path
     assignment there), and each submission, with nbgrader metadata, under ``autograded/`` so
     the formgrader can show it for the written answers. Returns counts of what was written."""
     from nbgrader.api import Gradebook, MissingEntry
-
-    from .submissions import InvalidSubmission, read_submission_notebook
 
     course = gradebook.resolve().parent
     seen: dict[tuple[str, str], str] = {}

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
-from .runtime import setting
+from .runtime import budget
 from .training import TrainingLog, plot_training_loss, run_training  # noqa: F401 (the notebook's)
 from .validation import check_tensor
 
@@ -97,14 +97,13 @@ QUICK = Experiment(people=60, batch_size=32, n_embd=96, n_layer=2, pretrain_step
 # the grading setting only has to run every cell: a tiny model, a few steps (it learns nothing)
 GRADING = Experiment(batch_size=16, n_embd=32, n_layer=2, pretrain_steps=20, finetune_steps=10, eval_every=5)
 FAST = GRADING  # the older name, for notebooks handed out before the quick setting existed
-_BY_SETTING = {"full": FULL, "quick": QUICK, "grading": GRADING}
 
 
 def experiment() -> Experiment:
     """The experiment of the setting in force (``helpers.runtime.setting()``): ``FULL``, ``QUICK`` or
     ``GRADING``. The corpus is made the same way in the three; only its size, the model and the
     budgets change."""
-    return _BY_SETTING[setting()]
+    return budget(full=FULL, quick=QUICK, grading=GRADING)
 
 
 @dataclass(frozen=True)

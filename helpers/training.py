@@ -92,6 +92,9 @@ def loss_axis(ax, values) -> None:
     labels or more on the axis; a narrower span (a short run whose loss barely moved) would get one
     label or none on a log axis.
     """
+    values = [v for v in values if np.isfinite(v)]  # a diverged run's NaN says nothing about the range
+    if not values:
+        return
     low, high = min(values), max(values)
     if low <= 0 or high / low < 4:
         ax.yaxis.set_major_formatter(ticker.ScalarFormatter(useOffset=False))
@@ -119,9 +122,7 @@ def plot_training_loss(*logs: TrainingLog, ax=None):
                 markersize=4 if few else 0, label=f"{log.name} ({log.seconds:.0f} s, {log.steps[-1] if log.steps else 0} steps)")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy per character (nats)")
-    values = [v for log in logs for v in log.losses]
-    if values:
-        loss_axis(ax, values)
+    loss_axis(ax, [v for log in logs for v in log.losses])
     ax.set_title("Training loss")
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # outside: never over a curve

@@ -3,6 +3,7 @@ module's ``__all__``: the public API is what the notebooks use, and nothing priv
 
 import ast
 import importlib
+import importlib.util
 from pathlib import Path
 
 import nbformat
@@ -43,7 +44,7 @@ def test_what_notebooks_and_tests_import_from_helpers_is_public():
     private, missing = [], []
     for where, module_name, name in _helpers_imports():
         module = importlib.import_module(module_name)
-        if importlib.util.find_spec(f"{module_name}.{name}") if hasattr(module, "__path__") else False:
+        if hasattr(module, "__path__") and importlib.util.find_spec(f"{module_name}.{name}"):
             continue  # a submodule of a package
         if name.startswith("_"):
             private.append(f"{where}: {module_name}.{name}")

@@ -3,7 +3,6 @@ learning curves, equal-work step timing, writing summaries, and the plot of Part
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -148,9 +147,7 @@ def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention
         ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy per summary token")
-    values = [v for h in histories for v in [*h.train, *(loss for _, loss in h.val)] if math.isfinite(v)]
-    if values:
-        loss_axis(ax, values)  # log with plain labels: the late, small improvements are where models differ
+    loss_axis(ax, [v for h in histories for v in [*h.train, *(loss for _, loss in h.val)]])  # log with plain labels: the late, small improvements are where models differ
     ax.set_title("Learning curves")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(histories)), fontsize=9, frameon=False)

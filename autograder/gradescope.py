@@ -187,6 +187,14 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
     if os.geteuid() != 0:
         raise CourseError("checking a zip as Gradescope runs it needs root (Gradescope runs it as root, and the "
                           "grader then runs the submission as another user): run it with sudo")
+    from .sandbox import _reachable_by_others
+
+    exposed = [p for p in (Path(zip_path), Path(submission)) if _reachable_by_others(Path(p))]
+    if exposed:  # the submission would run as another uid on this file system, as in course grade
+        listed = " ".join(str(p) for p in exposed)
+        raise CourseError(f"the submission would run as another user here and could read {listed} (the zip holds "
+                          f"the golden values and hidden tests): make it private first (chmod o-rwx {listed}, or on a "
+                          "folder above it) and check again")
     with tempfile.TemporaryDirectory(prefix="gradescope-check-") as tmp:
         folder = Path(tmp, "autograder")
         for name in ("source", "submission", "results"):
@@ -213,9 +221,12 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
 def _mount_point(folder: Path):
     """An empty ``folder`` on this machine for the private mounts (each check sees its own), made if
     missing and removed by the last check that uses it; a folder that was there before stays."""
-    lock_path = Path(tempfile.gettempdir(), "course-gradescope-check.lock")
+    from .uids import lock_folder
+
+    lock_path = lock_folder() / "gradescope-check.lock"  # root's own folder: no link can be planted there
     made_marker = lock_path.with_suffix(".made")
-    with open(lock_path, "a") as lock:
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)  # held while this check runs
         if not folder.exists():
             folder.mkdir()

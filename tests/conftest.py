@@ -188,7 +188,9 @@ def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
     paths = {"repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder,
              "results": results, "host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission",
              "port": listener.port}
-    attacks = make_attacks(paths)
+    from seal_attacks import seal_attacks
+
+    attacks = make_attacks(paths) + seal_attacks()
     (folder / "adversarial").mkdir()
     for attack in attacks:
         nbformat.write(with_attack(blank, attack["cell"]), folder / "adversarial" / f"{attack['name']}.ipynb")

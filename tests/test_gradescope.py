@@ -12,7 +12,9 @@ notebook scores honestly; the complete sample, its export zip and a known-wrong 
 import json
 import os
 import queue
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -68,10 +70,13 @@ def uploads(submissions, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gradescope(root_only, layout, uploads):
+def gradescope(root_only, layout, uploads, tmp_path_factory):
     """{name: results.json} of every upload graded through the zip as Gradescope runs it; two at
-    once, each with its own sandbox uids (one container each on Gradescope)."""
-    zip_path = layout.autograder_zip(SLUG)
+    once, each with its own sandbox uids (one container each on Gradescope). The zip is checked
+    from a private folder, as `course gradescope-check` demands."""
+    private = tmp_path_factory.mktemp("gradescope_zip")
+    private.chmod(0o700)
+    zip_path = Path(shutil.copy(layout.autograder_zip(SLUG), private))
     uid_bases = queue.Queue()  # one per worker: two graders with one uid would kill each other's processes
     for base in (64100, 64110):
         uid_bases.put(base)

@@ -74,16 +74,16 @@ def test_two_graders_on_one_machine_never_share_a_sandbox_uid():
     course grade, two courses) must get other uids, and the first one's come free when it ends."""
     import pytest
 
-    from autograder.sandbox import claim_uids
+    from autograder.uids import claim_uids
 
     if os.geteuid() != 0:
         pytest.skip("sandbox uids are claimed only when the grader is root")
-    first, held = claim_uids(2)
-    second, held_too = claim_uids(2)
-    assert set(range(first, first + 2)).isdisjoint(range(second, second + 2))
-    for handle in held:
-        handle.close()
-    again, held_again = claim_uids(2)
-    assert again == first
-    for handle in held_too + held_again:
-        handle.close()
+    held = claim_uids(2)
+    held_too = claim_uids(2)
+    assert {uid for uid, _ in held}.isdisjoint(uid for uid, _ in held_too)
+    for _, fd in held:
+        os.close(fd)
+    held_again = claim_uids(2)
+    assert [uid for uid, _ in held_again] == [uid for uid, _ in held]
+    for _, fd in held_too + held_again:
+        os.close(fd)

@@ -113,7 +113,7 @@ def test_without_bubblewrap_grading_says_how_to_fix_the_set_up_never_to_grade_un
     submission could read the golden values (the bundle is world-readable) and says what to do."""
     (tmp_path / "subs").mkdir()
     shutil.copy(REPO / "notebooks" / SLUG / f"{SLUG}.ipynb", tmp_path / "subs" / "a.ipynb")
-    monkeypatch.setattr("autograder.sandbox.bwrap_binary", lambda: "/bin/false")
+    monkeypatch.setattr("autograder.seal_bubblewrap.bwrap_binary", lambda: "/bin/false")
     with pytest.raises(CourseError) as refused:
         Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=30)).run(log=lambda *a: None)
     message = str(refused.value)
@@ -155,10 +155,11 @@ def test_an_unprivileged_user_can_start_the_sandbox():
 def run_probe_as_nobody(tmp_path: Path) -> None:
     copy = tmp_path / "lib" / "autograder"
     copy.mkdir(parents=True)
-    for module in ("sandbox.py", "sandbox_runner.py"):  # the sandbox and the contract it shares with the runner
+    # the sandbox, its seal, what it measures and the contract it shares with the runner
+    for module in ("sandbox.py", "seal_bubblewrap.py", "holdings.py", "uids.py", "sandbox_runner.py"):
         shutil.copy(REPO / "autograder" / module, copy / module)
     (copy / "__init__.py").write_text("")
-    from autograder.sandbox import _reachable_copy, bwrap_binary
+    from autograder.seal_bubblewrap import _reachable_copy, bwrap_binary
     bwrap = _reachable_copy(Path(bwrap_binary()), tmp_path / "bwrap")  # wherever the venv lies, nobody can run this
     script = tmp_path / "probe.py"
     script.write_text(f"""
@@ -169,13 +170,14 @@ from autograder.sandbox import Sandbox, SandboxLimits
 sandbox = Sandbox(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
 sandbox.probe()
 flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep', '30'])\\ntime.sleep(30)"
-run = sandbox.run(["/usr/bin/python3", "-c", flood], binds=[], env={{"PATH": "/usr/bin"}}, slot=0,
-                  limits=SandboxLimits(timeout=20, processes=10))
+with sandbox.lease() as uid:
+    run = sandbox.run(["/usr/bin/python3", "-c", flood], binds=[], env={{"PATH": "/usr/bin"}}, uid=uid,
+                      limits=SandboxLimits(timeout=20, processes=10))
 print("uid", os.getuid(), "killed_for", run.killed_for)
 """)
     for path in (tmp_path, tmp_path / "lib", copy):
         path.chmod(0o755)
-    for path in (script, copy / "sandbox.py", copy / "sandbox_runner.py", copy / "__init__.py"):
+    for path in (script, *copy.iterdir()):
         path.chmod(0o644)
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
                           capture_output=True, text=True, timeout=60, cwd="/")
@@ -208,8 +210,9 @@ wrapper.write_text('#!/bin/sh\\nfor a do shift; [ "$a" = --die-with-parent ] || 
                    'exec {{}} "$@"\\n'.format(sandbox.bwrap))
 wrapper.chmod(0o755)
 sandbox.bwrap = str(wrapper)
-sandbox.run([sys.executable, "-c", "import time; time.sleep(60)", {marker!r}], binds=[], env={{}}, slot=0,
-            limits=SandboxLimits(timeout=90))
+with sandbox.lease() as uid:
+    sandbox.run([sys.executable, "-c", "import time; time.sleep(60)", {marker!r}], binds=[], env={{}}, uid=uid,
+                limits=SandboxLimits(timeout=90))
 """
     grader = subprocess.Popen([sys.executable, "-c", script])
     try:
@@ -298,7 +301,7 @@ def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_p
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the sandbox's uid then differs from the grader's")
 def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
     """CI may clone the bundle (and its virtual environment) under /root, which is private."""
-    from autograder.sandbox import Sandbox, bwrap_binary
+    from autograder.seal_bubblewrap import Sandbox, bwrap_binary
 
     package = Path(bwrap_binary()).parents[1]
     private = tmp_path / "private"  # pytest's tmp folders are 0700, like /root

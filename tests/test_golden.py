@@ -190,3 +190,149 @@ def test_the_sandbox_runner_and_the_contract_name_the_same_things():
     for name in ("CHANNEL_ENV", "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "SUBMISSION_ENV", "ASSETS_ENV"):
         assert getattr(sandbox_runner, name) == getattr(contract, name), name
     assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER
+
+
+# ----------------------------------------------------------------------------- measures of raw values
+def causal_like(x: torch.Tensor) -> torch.Tensor:
+    """A stand-in for a student's function: a prefix sum (output i uses positions j <= i)."""
+    return x.cumsum(-2)
+
+
+def property_test(f, approximate=lambda x: torch.softmax(x, dim=-1) * 1.01):
+    """One hidden test in the form kernel_attention's take: raw outputs in, the judge measures."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 10, 3, generator=g, dtype=torch.float64)
+    x2 = x.clone()
+    x2[:, 6:] += 1.0
+    position = torch.arange(10)[None, :, None]
+    expect_between("demo/future_leak", (f(x), f(x2)), measure="max_abs_difference", where=position < 6, high=1e-6)
+    exact = torch.softmax(x, dim=-1)  # a reference computed without student code
+    expect_between("demo/relative_error", approximate(x), measure="relative_error", reference=exact, high=0.05)
+
+
+def test_measures_record_the_check_and_its_reference_but_collect_only_raw_values(golden_file, monkeypatch, tmp_path):
+    def test_record():
+        property_test(causal_like)
+
+    record(monkeypatch, test_record)
+    stored = json.loads(golden_file.read_text())["values"]
+    leak, error = stored["demo/future_leak"], stored["demo/relative_error"]
+    assert leak["measure"] == "max_abs_difference" and leak["shapes"] == [[2, 10, 3], [2, 10, 3]]
+    assert leak["where"]["dtype"] == "bool" and "reference" not in leak
+    assert error["measure"] == "relative_error" and error["reference"]["shape"] == [2, 10, 3]
+    assert error["high"] == 0.05 and error["test"] == "test_record"
+
+    outbox = tmp_path / "outbox.jsonl"
+    monkeypatch.setenv(golden.MODE_ENV, "collect")
+    monkeypatch.setenv(golden.OUTBOX_ENV, str(outbox))
+    property_test(causal_like)
+    lines = {line["key"]: line for line in map(json.loads, outbox.read_text().splitlines())}
+    assert lines["demo/future_leak"]["value"]["kind"] == "values"  # both raw outputs, nothing computed from them
+    assert [item["shape"] for item in lines["demo/future_leak"]["value"]["items"]] == [[2, 10, 3], [2, 10, 3]]
+    assert set(lines["demo/relative_error"]) == {"key", "value"}  # the reference is not sent
+    # what was collected is judged outside as compare mode judges it: both pass here
+    for key, line in lines.items():
+        assert judge(stored[key], line["value"]) is None, key
+
+
+def test_compare_judges_measures_from_the_recorded_check(golden_file, monkeypatch):
+    def test_record():
+        property_test(causal_like)
+
+    record(monkeypatch, test_record)
+    property_test(causal_like)  # the same test passes in compare mode
+    leaky = lambda x: x.cumsum(-2).flip(-2)  # noqa: E731 - output i sees positions after i
+    with pytest.raises(GoldenMismatch, match=r"demo/future_leak: the largest difference is \d.*must be at most 1e-06"):
+        property_test(leaky)
+    # a reference or bound given at the call changes nothing: the recorded ones are used
+    exact = torch.softmax(torch.randn(2, 10, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64), -1)
+    with pytest.raises(GoldenMismatch, match="relative error is 1, must be at most 0.05"):
+        expect_between("demo/relative_error", torch.zeros(2, 10, 3), measure="relative_error",
+                       reference=torch.zeros(2, 10, 3), high=10.0)
+    expect_between("demo/relative_error", exact, measure="relative_error", reference=torch.ones(1), high=0.0)
+
+
+def test_a_forged_collected_line_cannot_change_the_check_and_never_sees_the_reference(golden_file, monkeypatch):
+    def test_record():
+        property_test(causal_like)
+
+    record(monkeypatch, test_record)
+    stored = json.loads(golden_file.read_text())["values"]
+    spec = stored["demo/relative_error"]
+    reference = golden._decode(spec["reference"])
+    zeros = encode(np.zeros((2, 10, 3)))
+    # fields a forger adds to its line are not read: the measure, bounds and reference are the file's
+    forged = dict(zeros, measure="value", high=1e9, low=None, reference=zeros, where=encode(np.zeros(1, bool)))
+    message = judge(spec, forged)
+    assert message == "the relative error is 1, must be at most 0.05"
+    for got in (encode(reference * 1.5), encode(-reference), encode(reference[:1]),
+                {"kind": "values", "items": [encode(reference * 2), encode(reference)]}, encode(np.full((2, 10, 3), np.nan))):
+        message = judge(spec, got)
+        assert message, got.get("kind")
+        # never the reference: no entry of it appears in what the student is told
+        assert not any(f"{v:.3g}" in message or f"{v:.4g}" in message for v in reference.ravel()[:20] if abs(v) > 1e-3)
+    # a single array (or a string) where a pair is measured; a pair where one number is
+    leak = stored["demo/future_leak"]
+    assert judge(leak, zeros) == "expected a pair of arrays"
+    assert judge(leak, {"kind": "values", "items": [zeros, {"kind": "str", "value": "x"}]}) == \
+        "the second value is not a number or array"
+    assert judge({"check": "between", "low": 0, "high": 1}, {"kind": "values", "items": [zeros, zeros]}).startswith(
+        "expected a single number")
+    # a line whose dtype is not a number type is not read (the grader reports it as unreadable)
+    with pytest.raises(ValueError, match="not a number type"):
+        judge(leak, {"kind": "values", "items": [dict(zeros, dtype="object"), zeros]})
+
+
+def test_where_selects_the_entries_a_difference_is_measured_over():
+    a = np.zeros((2, 4, 1))
+    b = a.copy()
+    b[:, 3] = 5.0  # differs only at the last position
+    spec = {"check": "between", "high": 1e-6, "low": None, "measure": "max_abs_difference",
+            "shapes": [[2, 4, 1], [2, 4, 1]], "where": encode(np.arange(4)[None, :, None] < 3)}
+    pair = {"kind": "values", "items": [encode(a), encode(b)]}
+    assert judge(spec, pair) is None
+    assert judge(dict(spec, where=encode(np.ones((1, 4, 1), bool))), pair) == \
+        "the largest difference is 5, must be at most 1e-06"
+    assert judge(spec, {"kind": "values", "items": [encode(a), encode(b[:, :3])]}) == \
+        "the second value has shape (2, 3, 1) but the reference has shape (2, 4, 1)"
+
+
+def test_measure_calls_are_checked_at_the_call_in_every_mode(golden_file, monkeypatch):
+    x = torch.ones(3)
+    with pytest.raises(ValueError, match="unknown measure 'norm'"):
+        expect_between("k", x, measure="norm", high=1)
+    with pytest.raises(ValueError, match="needs a reference"):
+        expect_between("k", x, measure="relative_error", high=1)
+    with pytest.raises(ValueError, match="a pair of arrays, or one array and a reference"):
+        expect_between("k", x, measure="max_abs_difference", high=1)
+    with pytest.raises(ValueError, match="a pair of arrays, or one array and a reference"):
+        expect_between("k", (x, x), measure="max_abs_difference", reference=x, high=1)
+    with pytest.raises(ValueError, match='measure="value" takes one number'):
+        expect_between("k", 0.5, reference=x, high=1)
+    monkeypatch.setenv(golden.MODE_ENV, "record")
+
+    def test_mismatch():
+        expect_between("bad/shapes", (x, torch.ones(4)), measure="max_abs_difference", high=1)
+
+    with pytest.raises(ValueError, match="different shapes"):
+        test_mismatch()
+
+    def test_bad_where():
+        expect_between("bad/where", (x, x), measure="max_abs_difference", where=torch.ones(3), high=1)
+
+    with pytest.raises(TypeError, match="where must be a boolean"):
+        test_bad_where()
+
+    def test_failing_reference():
+        expect_between("bad/reference", x * 2, measure="relative_error", reference=x, high=0.1)
+
+    with pytest.raises(GoldenMismatch, match="reference solution fails its own property check: the relative error is 1"):
+        test_failing_reference()
+
+
+def test_old_golden_files_and_plain_numbers_keep_working():
+    """A spec recorded before measures existed, and a number the student's function returned."""
+    old = {"check": "between", "low": 0.0, "high": 0.25, "test": "test_old"}
+    assert judge(old, encode(0.1)) is None
+    assert judge(old, encode(torch.tensor(0.3))) == "got 0.3, must be at most 0.25"
+    assert judge(old, encode(float("nan"))) == "got nan, expected a finite number"

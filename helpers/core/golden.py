@@ -20,6 +20,31 @@ everywhere; what the call does depends on ``COURSE_GOLDEN_MODE``:
 The golden file, not the call site, is the source of truth for every check: a student who edits
 a tolerance in their own kernel changes nothing.
 
+What a check can be trusted with, in sealed grading (the hidden tests run in the student's kernel,
+which can patch torch, numpy and these helpers before they run):
+
+* **Golden comparison** (:func:`expect`): the student's value against the reference's, recorded at
+  build. Nothing in the kernel knows the expected value, so no patch can produce it.
+* **A measure of raw values** (:func:`expect_between` with ``measure=``): the test hands over what
+  the student's functions returned, and the judge does the arithmetic (:data:`MEASURES`: the
+  largest difference between two outputs, the relative error against a ``reference`` the test
+  computes without student code) on the values, with the reference, the ``where`` mask and the
+  bounds read from the golden file only. Patching ``norm``, ``abs``, ``max`` or ``item`` in the
+  kernel changes nothing: a number the test computed inside from the student's values is never
+  sent. ``measure="value"`` (the default) takes a single number as it is: only for a number the
+  student's function itself returned (a loss, an accuracy).
+* **A measurement only possible inside** (the largest tensor a call builds, found by hooking
+  torch): as honest as the kernel, so never alone: the same test also compares that call's output
+  with a golden value, and a submission that implements nothing cannot pass it.
+
+What no check can do: the values are *sent* from the kernel, so a notebook that patches this
+module can send any value under any key. A golden comparison still holds: the notebook would have
+to know the reference's result. A property holds only as far as the values it accepts are hard to
+make: two equal arrays differ nowhere, and a reference the test computes in the kernel can be read
+there and sent back. A property gives its points to anything that satisfies it (exact softmax
+attention has a small approximation error, a prefix sum is causal), so the points for implementing
+a function rest on golden values. The README's "Sealed grading" says which check is judged how.
+
 nbgrader has no place for a file that students never receive, so there each hidden test carries
 its own golden values inside its hidden region and hands them to :func:`use_golden` first; compare
 mode reads them before the file.
@@ -40,6 +65,7 @@ from .contract import GOLDEN_FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV, GOLDEN_
 __all__ = [
     "expect",
     "expect_between",
+    "MEASURES",
     "use_golden",
     "golden_blob",
     "GoldenMismatch",
@@ -98,7 +124,10 @@ def encode(value: Any) -> dict:
 def _decode(record: dict):
     if record["kind"] == "str":
         return record["value"]
-    return np.asarray(record["data"], dtype=record["dtype"]).reshape(record["shape"])
+    dtype = np.dtype(record["dtype"])
+    if dtype.kind not in "biuf":  # a collected line is the student's: only numbers are read
+        raise ValueError(f"dtype {dtype} is not a number type")
+    return np.asarray(record["data"], dtype=dtype).reshape(record["shape"])
 
 
 _KIND_NAMES = {"b": "boolean", "i": "integer", "u": "integer", "f": "floating-point"}
@@ -112,9 +141,12 @@ def judge(spec: dict, got: dict) -> str | None:
     ----------
     spec : dict
         One entry of the golden file: ``{"check": "close", "expected", "rtol", "atol"}`` or
-        ``{"check": "between", "low", "high"}``.
+        ``{"check": "between", "low", "high"}``, the latter with ``"measure"``, ``"shapes"`` and
+        optionally ``"reference"`` and ``"where"`` when a measure of raw values is checked. Every
+        part of the check comes from here, never from ``got``.
     got : dict
-        The student's value, as made by :func:`encode`.
+        The student's value, as made by :func:`encode`, or ``{"kind": "values", "items": [...]}``
+        for the pair of arrays a difference is measured between.
 
     Returns
     -------
@@ -123,6 +155,8 @@ def judge(spec: dict, got: dict) -> str | None:
         the expected value.
     """
     if spec["check"] == "between":
+        if spec.get("measure", "value") != "value":
+            return _judge_measure(spec, got)
         return _judge_between(spec, got)
     if spec["check"] != "close":
         raise ValueError(f"unknown check {spec['check']!r} in golden file")
@@ -168,14 +202,65 @@ def judge(spec: dict, got: dict) -> str | None:
 def _judge_between(spec: dict, got: dict) -> str | None:
     if got["kind"] != "array" or int(np.prod(got["shape"])) != 1:
         return f"expected a single number, got shape {tuple(got.get('shape', ()))}"
-    v = float(got["data"][0])
+    return _bounds(float(_decode(got).ravel()[0]), spec, "got")
+
+
+def _bounds(v: float, spec: dict, what: str) -> str | None:
     if not np.isfinite(v):
-        return f"got {v}, expected a finite number"
+        return f"{what} {v}, expected a finite number"
     if spec.get("low") is not None and v < spec["low"]:
-        return f"got {v:.4g}, must be at least {spec['low']:g}"
+        return f"{what} {v:.4g}, must be at least {spec['low']:g}"
     if spec.get("high") is not None and v > spec["high"]:
-        return f"got {v:.4g}, must be at most {spec['high']:g}"
+        return f"{what} {v:.4g}, must be at most {spec['high']:g}"
     return None
+
+
+#: The measures the judge applies to raw values (``expect_between(..., measure=...)``): name ->
+#: whether it takes a reference, and what its message calls the number. A small fixed table on
+#: purpose: the golden file names the measure, the collected line cannot.
+MEASURES = {
+    # the value itself, one number (what the student's function returned: a loss, an accuracy)
+    "value": None,
+    # max |a - b| over the entries ``where`` selects: a pair (a, b) of one shape, or value - reference
+    "max_abs_difference": {"reference": "optional", "says": "the largest difference is"},
+    # ||value - reference|| / ||reference|| over the entries ``where`` selects (Frobenius norm)
+    "relative_error": {"reference": "required", "says": "the relative error is"},
+}
+
+
+def _judge_measure(spec: dict, got: dict) -> str | None:
+    """A measure of raw values: arrays from the student, reference, mask and bounds from ``spec``."""
+    measure = spec["measure"]
+    if measure not in MEASURES or MEASURES[measure] is None:
+        raise ValueError(f"unknown measure {measure!r} in golden file")
+    shapes = [tuple(shape) for shape in spec["shapes"]]
+    items = got.get("items") if got.get("kind") == "values" else [got]
+    if not isinstance(items, list) or len(items) != len(shapes):
+        return f"expected {'a pair of arrays' if len(shapes) == 2 else 'one array'}"
+    arrays = []
+    for n, (item, shape) in enumerate(zip(items, shapes)):
+        which = ("the first " if n == 0 else "the second ") if len(shapes) == 2 else ""
+        if not isinstance(item, dict) or item.get("kind") != "array":
+            return f"{which}value is not a number or array"
+        value = _decode(item)
+        if value.shape != shape:
+            return f"{which}value has shape {value.shape} but the reference has shape {shape}"
+        arrays.append(np.atleast_1d(value.astype(np.float64)))
+        if not np.isfinite(arrays[-1]).all():
+            return f"{which}value holds a non-finite number (nan or inf)"
+    if "reference" in spec:
+        arrays.append(np.atleast_1d(_decode(spec["reference"]).astype(np.float64)))
+    a, b = arrays
+    difference, scale = a - b, b
+    if "where" in spec:
+        chosen = np.broadcast_to(np.atleast_1d(_decode(spec["where"]).astype(bool)), difference.shape)
+        difference, scale = difference[chosen], scale[chosen]
+    if measure == "max_abs_difference":
+        value = float(np.abs(difference).max()) if difference.size else 0.0
+    else:  # relative_error
+        norm = float(np.linalg.norm(scale))
+        value = float(np.linalg.norm(difference)) / norm if norm > 0 else float("inf")
+    return _bounds(value, spec, MEASURES[measure]["says"])
 
 
 # ----------------------------------------------------------------------------- modes
@@ -195,15 +280,65 @@ def expect(key: str, value: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> N
     _dispatch(key, value, {"check": "close", "rtol": float(rtol), "atol": float(atol)})
 
 
-def expect_between(key: str, value: Any, *, low: float | None = None, high: float | None = None) -> None:
-    """Check a property: a single number must lie in ``[low, high]`` (either bound may be None).
+def expect_between(key: str, value: Any, *, low: float | None = None, high: float | None = None,
+                   measure: str = "value", reference: Any = None, where: Any = None) -> None:
+    """Check a property: a measure of ``value`` must lie in ``[low, high]`` (either bound may be None).
 
-    Use it for checks that have no exact reference, e.g. "the approximation error is below 0.05"
-    or "the loss fell" (``expect_between("loss_drop", first - last, low=0)``).
+    Parameters
+    ----------
+    key : str
+        Unique name of the check within the assignment.
+    value : number, tensor or array, or a pair of them
+        Raw values: what the student's functions returned, untouched. Never a number the test
+        computed from them inside the kernel (a norm, a maximum, ``.item()``): a notebook can patch
+        that arithmetic. Hand over the arrays and name a ``measure``: the judge computes it.
+    low, high : float
+        The bounds, recorded at build; the call site's values count only there.
+    measure : str
+        What the judge computes from ``value`` (:data:`MEASURES`):
+
+        ``"value"`` (the default)
+            ``value`` is one number, taken as it is: for a number the student's function
+            returned itself (a loss, an accuracy), e.g. ``expect_between("loss", loss, high=0.4)``.
+        ``"max_abs_difference"``
+            the largest ``|a - b|``: ``value`` is a tuple ``(a, b)`` of arrays of one shape (two
+            calls of the student's function), or one array compared with ``reference``.
+        ``"relative_error"``
+            ``||value - reference|| / ||reference||`` over all entries (Frobenius norm).
+    reference : tensor or array, optional
+        A value the test computes *without* student code (e.g. exact softmax attention by torch on
+        the test's inputs). Recorded at build, where it is real; in grading, the recorded one is
+        used (in collect mode it is not even sent), so patching torch cannot change it.
+    where : boolean tensor or array, optional
+        Which entries the measure looks at (broadcast against the value's shape), built without
+        student code, e.g. the positions before 6: ``(torch.arange(10) < 6)[None, :, None]``.
+        Recorded like ``reference``.
+
+    Shapes must match the reference solution's (recorded at build). Messages give the measured
+    number and the bound, never the reference. Example: a change at positions 6.. must not reach
+    the outputs before 6::
+
+        out, out2 = f(Q, K, V), f(Q2, K2, V2)
+        expect_between("causal/future_leak", (out, out2), measure="max_abs_difference",
+                       where=(torch.arange(10) < 6)[None, :, None], high=1e-6)
     """
     if low is None and high is None:
         raise ValueError("expect_between needs low, high or both")
-    _dispatch(key, value, {"check": "between", "low": low, "high": high})
+    rule = MEASURES.get(measure, False) if isinstance(measure, str) else False
+    if rule is False:
+        raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
+    pair = rule is not None and isinstance(value, tuple) and len(value) == 2
+    if rule is None:
+        if reference is not None or where is not None:
+            raise ValueError('measure="value" takes one number: no reference, no where')
+    elif rule["reference"] == "required" and reference is None:
+        raise ValueError(f"measure {measure!r} needs a reference")
+    elif pair != (reference is None):
+        raise ValueError(f"measure {measure!r} takes a pair of arrays, or one array and a reference")
+    check = {"check": "between", "low": low, "high": high}
+    if rule is not None:
+        check["measure"] = measure
+    _dispatch(key, value, check, pair=pair, reference=reference, where=where)
 
 
 def _mode() -> str:
@@ -217,20 +352,22 @@ def _golden_path() -> Path:
     return Path(os.environ.get(FILE_ENV) or GOLDEN_FILENAME)
 
 
-def _dispatch(key: str, value: Any, check: dict) -> None:
+def _dispatch(key: str, value: Any, check: dict, *, pair: bool = False, reference: Any = None,
+              where: Any = None) -> None:
     if not isinstance(key, str) or not key:
         raise ValueError(f"key must be a non-empty string, got {key!r}")
     mode = _mode()
     if mode == "collect":
-        _collect(key, value)
+        _collect(key, value, pair)  # the raw value only: reference and mask come from the golden file
         return
     try:
-        got = encode(value)
+        got = _encode_raw(value, pair)
     except TypeError as err:
         raise GoldenMismatch(f"{key}: {err}") from None
     if mode == "record":
-        _record(key, got, check)
+        _record(key, got, check, reference, where)
         return
+    # compare: judged exactly as the sealed grader judges, from the recorded check only
     spec = _GIVEN[key] if key in _GIVEN else load_golden(_golden_path())["values"].get(key)
     if spec is None:
         raise GoldenMismatch(f"{key}: no golden value recorded under this key; rebuild the autograder")
@@ -239,12 +376,19 @@ def _dispatch(key: str, value: Any, check: dict) -> None:
         raise GoldenMismatch(f"{key}: {message}")
 
 
-def _collect(key: str, value: Any) -> None:
+def _encode_raw(value: Any, pair: bool) -> dict:
+    """:func:`encode`, or both arrays of a pair as ``{"kind": "values", "items": [...]}``."""
+    if pair:
+        return {"kind": "values", "items": [encode(item) for item in value]}
+    return encode(value)
+
+
+def _collect(key: str, value: Any, pair: bool = False) -> None:
     outbox = os.environ.get(OUTBOX_ENV)
     if not outbox:
         raise RuntimeError(f"{MODE_ENV}=collect needs {OUTBOX_ENV}, the file to append values to")
     try:
-        line = {"key": key, "value": encode(value)}
+        line = {"key": key, "value": _encode_raw(value, pair)}
     except TypeError as err:
         line = {"key": key, "error": str(err)}
     with open(outbox, "a", encoding="utf-8") as f:
@@ -259,7 +403,7 @@ def _calling_test() -> str | None:
     return None
 
 
-def _record(key: str, got: dict, check: dict) -> None:
+def _record(key: str, got: dict, check: dict, reference: Any = None, where: Any = None) -> None:
     path = _golden_path()
     golden = load_golden(path) if path.exists() else {"format": FORMAT_VERSION, "values": {}}
     test = _calling_test()
@@ -272,7 +416,9 @@ def _record(key: str, got: dict, check: dict) -> None:
     if check["check"] == "close":
         spec["expected"] = got
     else:
-        message = _judge_between(check, got)
+        if "measure" in check:
+            spec.update(_measure_parts(key, got, reference, where))
+        message = judge(spec, got)
         if message:
             raise GoldenMismatch(f"{key}: the reference solution fails its own property check: {message}")
     golden["values"][key] = spec
@@ -280,6 +426,36 @@ def _record(key: str, got: dict, check: dict) -> None:
     tmp.write_text(json.dumps(golden, sort_keys=True, indent=1), encoding="utf-8")
     tmp.replace(path)
     _LOADED.pop(str(path), None)
+
+
+def _measure_parts(key: str, got: dict, reference: Any, where: Any) -> dict:
+    """What the golden file holds for a measure besides its bounds: the raw values' shapes, the
+    reference and the mask, checked to fit together (a test's mistake shows at build time)."""
+    items = got["items"] if got["kind"] == "values" else [got]
+    if any(item["kind"] != "array" for item in items):
+        raise TypeError(f"{key}: a measure takes numbers or arrays, not strings")
+    parts = {"shapes": [item["shape"] for item in items]}
+    if reference is not None:
+        parts["reference"] = encode(reference)
+        if parts["reference"]["kind"] != "array":
+            raise TypeError(f"{key}: the reference must be numbers")
+        items = items + [parts["reference"]]
+    shapes = {tuple(item["shape"]) for item in items}
+    if len(shapes) != 1:
+        raise ValueError(f"{key}: the measure's arrays have different shapes {sorted(shapes)}")
+    if where is not None:
+        parts["where"] = encode(where)
+        if parts["where"]["kind"] != "array" or parts["where"]["dtype"] != "bool":
+            raise TypeError(f"{key}: where must be a boolean tensor or array")
+        shape = next(iter(shapes))
+        try:
+            fits = np.broadcast_shapes(tuple(parts["where"]["shape"]), shape) == shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{key}: where of shape {tuple(parts['where']['shape'])} does not broadcast "
+                             f"to the values' shape {shape}")
+    return parts
 
 
 _LOADED: dict[str, tuple[float, dict]] = {}

@@ -228,9 +228,11 @@ def _mount_point(folder: Path):
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with open(fd, "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)  # held while this check runs
-        if not folder.exists():
+        try:
             folder.mkdir()
             made_marker.touch()
+        except FileExistsError:  # there before, or another check made it a moment ago
+            pass
         try:
             yield
         finally:

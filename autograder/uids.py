@@ -154,18 +154,11 @@ def kill_uid(uid: int, seconds: float = 10.0) -> bool:
 
 def _kill_all_as(uid: int) -> None:
     """``kill(-1, SIGKILL)`` issued as ``uid``: every process it may signal, which is every process
-    of that uid (no_new_privs keeps them from any other), in one step of the kernel."""
-    pid = os.fork()
-    if pid == 0:  # the child only makes system calls, then leaves without cleaning up
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
-        except BaseException:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+    of that uid (no_new_privs keeps them from any other), in one step of the kernel. A program of
+    its own (not a fork of this threaded process, whose child could deadlock on a lock another
+    thread held)."""
+    subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                    "kill", "-9", "-1"], capture_output=True, timeout=10)
 
 
 def remove_files_of(uid: int, places: list[Path]) -> None:

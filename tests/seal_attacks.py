@@ -167,6 +167,16 @@ class _Leak(Exception):
 def rff_attention(*args, **kwargs):
     raise _Leak(_hidden_source())
 """},
+        {"name": "stops_the_runner_then_hoards", "expect": ("memory",), "cell": """
+import os, signal, time, numpy
+for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:  # the runner and the lifeline watcher stop: no message, no reply, no reading of stdin
+        os.kill(pid, signal.SIGSTOP)
+    except OSError:
+        pass
+hoard = numpy.ones(600_000_000)  # 4.8 GB while nothing on the channel moves
+time.sleep(60)
+"""},
         {"name": "kernel_listens_on_tcp", "expect": ("ok", "error"), "cell": """
 import json
 from ipykernel.connect import get_connection_info

@@ -14,12 +14,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from adversarial import with_attack
+from adversarial import make_attacks, with_attack
 from autograder.grade import Grader, Limits
 from autograder.layout import Layout
 from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, row_problems, seal_attacks, traces
 
 ATTACKS = seal_attacks()
+#: The older attacks graded with POSIX separation too (the ones that read files or the network are
+#: left out: a POSIX-separated submission reads what is world-readable, such as a test machine's
+#: checkout, which `course grade` refuses to grade beside; `test_gradescope.py` grades others).
+POSIX_TOO = ("patches_the_golden_primitive_and_allclose", "patches_otters_test_machinery", "exits_the_kernel",
+             "calls_sys_exit", "prints_50_mb", "snoops_on_proc")
 
 
 def check_rows(rows: dict, feedback: Path, prefix: str) -> None:
@@ -63,6 +68,10 @@ def posix_graded(submissions, tmp_path_factory):
     nbformat.write(blank, subs / "blank.ipynb")
     for attack in ATTACKS:
         nbformat.write(with_attack(blank, attack["cell"]), subs / f"{attack['name']}.ipynb")
+    older = make_attacks({**paths, "repo": course, "submissions": subs, "results": private / "results"})
+    for attack in older:
+        if attack["name"] in POSIX_TOO:
+            nbformat.write(with_attack(blank, attack["cell"]), subs / f"{attack['name']}.ipynb")
     out = private / "results"
     umask = os.umask(0o077)  # a root grader's strict umask: every folder the uid needs gets its mode explicitly
     try:
@@ -77,6 +86,12 @@ def test_seal_attacks_with_posix_separation_score_nothing_and_leave_nothing(posi
     rows, out = posix_graded
     assert all(row["sandbox"].startswith("posix") for row in rows.values())
     check_rows(rows, out / "feedback", "")
+    for attack in make_attacks({"repo": Path("c"), "autograder_zip": Path("z"), "submissions": Path("s"),
+                                "results": Path("r"), "host_marker": Path("m"), "port": 0}):
+        if attack["name"] in POSIX_TOO:
+            row = rows[f"{attack['name']}.ipynb"]
+            assert row["status"] in attack["expect"] and row["total"] == 0, (attack["name"], row["message"])
+            assert "BREACH" not in row["message"], row["message"]
     honest = rows["complete.ipynb"]
     assert honest["status"] == "ok" and honest["total"] == honest["possible"], honest
     assert rows["memory_in_memfds.ipynb"]["status"] == "memory"

@@ -180,23 +180,29 @@ class Meter:
         are its own and every world-writable place of the machine), and everything inside them."""
         found: dict[tuple[int, int], int] = {}
         todo = list(self.folders)
-        while todo:
+        while todo and len(found) <= MAX_FILES:
+            for entry, _, is_folder in owned_entries({self.uid}, [todo.pop()]):
+                st = entry.stat(follow_symlinks=False)
+                found[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+                if is_folder:
+                    todo.append(Path(entry.path))
+        return found
+
+
+def owned_entries(uids, places: list[Path]):
+    """(entry, owner, is a folder) of each file or folder directly in ``places`` owned by one of ``uids``."""
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
             try:
-                entries = list(os.scandir(todo.pop()))
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_uid == self.uid:
-                    found[(st.st_dev, st.st_ino)] = st.st_blocks * 512
-                    if len(found) > MAX_FILES:
-                        return found
-                    if stat.S_ISDIR(st.st_mode):
-                        todo.append(Path(entry.path))
-        return found
+            if st.st_uid in uids:
+                yield entry, st.st_uid, stat.S_ISDIR(st.st_mode)
 
 
 def _private_pages_kb(pid: int) -> int:

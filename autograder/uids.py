@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .holdings import processes_of, sysv_objects
+from .holdings import owned_entries, processes_of, sysv_objects
 
 #: First uid handed to sandboxes when the grader runs as root; ``$COURSE_SANDBOX_UID_BASE`` moves it.
 SANDBOX_UID_BASE = 64000
@@ -164,25 +164,14 @@ def _kill_all_as(uid: int) -> None:
 def remove_files_of(uid: int, places: list[Path]) -> None:
     """Remove what ``uid`` owns in ``places`` (the world-writable folders; what it made inside a
     folder of its own goes with that folder). Only after its processes are gone: nothing races it."""
-    for place in places:
-        try:
-            entries = list(os.scandir(place))
-        except OSError:
-            continue
-        for entry in entries:
+    for entry, _, is_folder in owned_entries({uid}, places):
+        if is_folder:
+            shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: it follows no link
+        else:
             try:
-                st = entry.stat(follow_symlinks=False)
+                os.unlink(entry.path)
             except OSError:
-                continue
-            if st.st_uid != uid:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: it follows no link
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
+                pass
 
 
 def remove_ipc_of(uid: int) -> None:
@@ -199,11 +188,7 @@ def leftovers(uid: int, places: list[Path], seconds: float = 5.0) -> list[str]:
     while processes_of(uid, zombies=True) and time.monotonic() < deadline:
         time.sleep(0.05)
     left = [f"process {pid}" for pid in processes_of(uid, zombies=True)]
-    for place in places:
-        try:
-            left += [f"file {e.path}" for e in os.scandir(place) if e.stat(follow_symlinks=False).st_uid == uid]
-        except OSError:
-            continue
+    left += [f"file {entry.path}" for entry, _, _ in owned_entries({uid}, places)]
     left += [f"SysV {kind} {ident}" for kind, ident in sysv_objects(uid)]
     return left
 

@@ -188,40 +188,37 @@ if info.get("transport") != "ipc":  # ports on localhost: a concurrent submissio
 
 
 def left_by_sandbox_uids() -> list[str]:
-    """Processes (zombies aside), files in world-writable places and SysV objects of any sandbox uid."""
-    from autograder.holdings import processes_of, sysv_objects
-    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, writable_places
+    """Processes (zombies aside), files in world-writable places and SysV objects of any sandbox uid
+    that no grader holds now (a grader running beside this one has processes under its own)."""
+    from autograder.holdings import owned_entries, processes_of, sysv_objects
+    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, _lock, lock_folder, writable_places
 
-    uids = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE)
+    folder, uids = lock_folder(), []
+    for uid in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE):
+        fd = _lock(folder, uid)
+        if fd is not None:  # free: nothing may be left under it
+            os.close(fd)
+            uids.append(uid)
+    uids = set(uids)
     left = []
     for uid in uids:
         left += [f"uid {uid}: process {pid}" for pid in processes_of(uid)]
         left += [f"uid {uid}: SysV {kind} {ident}" for kind, ident in sysv_objects(uid)]
-    for place in writable_places():
-        try:
-            entries = list(os.scandir(place))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                owner = entry.stat(follow_symlinks=False).st_uid
-            except OSError:
-                continue
-            if owner in uids:
-                left.append(f"uid {owner}: file {entry.path}")
+    left += [f"uid {owner}: file {entry.path}" for entry, owner, _ in owned_entries(uids, writable_places())]
     return left
 
 
 def traces() -> list[str]:
     """Everything an attack that got through would leave on the machine."""
     found = left_by_sandbox_uids()
-    found += [f"process with the marker: {p}" for p in _processes_with(MARKER)]
+    found += [f"process with the marker: {p}" for p in processes_with(MARKER)]
     found += [CANARY] if Path(CANARY).exists() else []
     found += [str(p) for p in Path("/tmp").glob("stolen-*")]
     return found
 
 
-def _processes_with(text: str) -> list[str]:
+def processes_with(text: str) -> list[str]:
+    """Processes (but this one) whose command line holds ``text``."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -246,4 +243,5 @@ def row_problems(attack: dict, row: dict, feedback_text: str) -> list[str]:
     return problems
 
 
-__all__ = ["CANARY", "FORGED", "HIDDEN_SOURCE_MARK", "seal_attacks", "left_by_sandbox_uids", "traces", "row_problems"]
+__all__ = ["CANARY", "FORGED", "HIDDEN_SOURCE_MARK", "seal_attacks", "left_by_sandbox_uids", "traces", "row_problems",
+           "processes_with"]

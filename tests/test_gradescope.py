@@ -24,8 +24,7 @@ from autograder.gradescope import emulate
 from autograder.grade import Limits
 from autograder.worker import run_worker
 from conftest import SLUG, variant_notebook
-from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, seal_attacks, traces
-from test_sealed_grading import processes_with
+from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attacks, traces
 
 #: The attacks graded through the zip: every attack on the seal, and the older ones that race it
 #: (the rest are graded with POSIX separation by `course grade --sandbox posix` in test_seal.py,

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from adversarial import MARKER, make_attacks
+from seal_attacks import processes_with
 from autograder.grade import Grader, Limits
 from autograder.layout import CourseError
 from autograder.sandbox import SANDBOX_UID_BASE
@@ -25,18 +26,6 @@ from conftest import REPO, SLUG, variant_notebook
 
 ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
                         "host_marker": Path("m"), "port": 0})  # names and expectations only
-
-
-def processes_with(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            content = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if text in content and str(os.getpid()) != cmdline.parent.name:
-            found.append(f"{cmdline.parent.name}: {content[:120]}")
-    return found
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a["name"])

@@ -23,6 +23,75 @@ import nbformat
 MARKER = "course-adversary-marker"
 
 
+#: Implements nothing (every graded function of kernel_attention returns zeros of the right shape,
+#: put back after each cell, as the TODO cells define them again) and makes every number a hidden
+#: test computes in the kernel perfect: ``norm``, ``abs``, ``max`` and ``item`` lie, the largest
+#: tensor is always empty, and a number handed to ``expect_between`` is moved inside its bounds.
+#: Against the autograder before issue 35 this scored 5 of 22 (the five property checks).
+FORGES_EVERY_NUMBER = """
+import torch, helpers, helpers.golden as golden, helpers.kernel_attention as ka, helpers.memory as memory
+# Every graded function computes nothing: zeros of the right shape and dtype.
+def _zeros(Q, K, V, *rest, **kwargs):
+    return torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=V.dtype)
+def softmax_attention(Q, K, V, mask=None):
+    return _zeros(Q, K, V), torch.full((*Q.shape[:-1], K.shape[-2]), 1.0 / K.shape[-2], dtype=Q.dtype)
+def quadratic_kernel(Q, K):
+    return torch.zeros(*Q.shape[:-1], K.shape[-2], dtype=Q.dtype)
+def quadratic_feature_map(x):
+    return torch.zeros(*x.shape[:-1], x.shape[-1] ** 2, dtype=x.dtype)
+def random_fourier_features(x, W):
+    return torch.zeros(*x.shape[:-1], 2 * W.shape[0], dtype=x.dtype)
+def positive_random_features(x, W):
+    return torch.zeros(*x.shape[:-1], W.shape[0], dtype=x.dtype)
+def kernel_attention(Q, K, V, feature_map):
+    return _zeros(Q, K, V)
+causal_linear_attention = kernel_attention
+def rff_attention(Q, K, V, num_features, seed):
+    return _zeros(Q, K, V)
+performer_attention = rff_attention
+_forged = {name: globals()[name] for name in ("softmax_attention", "quadratic_kernel", "quadratic_feature_map",
+           "random_fourier_features", "positive_random_features", "kernel_attention", "causal_linear_attention",
+           "rff_attention", "performer_attention")}
+get_ipython().events.register("post_run_cell", lambda *args: globals().update(_forged))  # the TODO cells define them again
+# Every number a hidden test computes in this kernel comes out perfect.
+torch.Tensor.item = lambda self: 0.0
+torch.Tensor.norm = lambda self, *args, **kwargs: torch.ones((), dtype=self.dtype)
+torch.Tensor.abs = lambda self: torch.zeros_like(self)
+torch.Tensor.max = lambda self, *args, **kwargs: torch.zeros((), dtype=self.dtype)
+ka.largest_intermediate = memory.largest_intermediate = lambda fn, *args, **kwargs: (fn(*args, **kwargs), 0, ())
+# and a number handed to the golden primitive is moved inside its bounds
+_between = golden.expect_between
+def _inside(key, value, *, low=None, high=None, **kwargs):
+    if isinstance(value, (int, float)):
+        value = low if low is not None else high
+    return _between(key, value, low=low, high=high, **kwargs)
+golden.expect_between = helpers.expect_between = _inside
+"""
+
+#: Stronger: also replaces what reaches ``expect_between`` by what its check accepts: the test's own
+#: reference for a relative error, two equal arrays (or two far apart) for a difference. No property
+#: can stop that, since the values are sent from the kernel; it passes exactly the properties a
+#: one-line function also passes (:data:`FORGEABLE_PROPERTIES`), and none of the golden checks.
+FORGES_THE_COLLECTED_VALUES = FORGES_EVERY_NUMBER + """
+# Stronger: whatever reaches the primitive is replaced by what its check accepts: the test's own
+# reference for a comparison with one, two equal arrays (or two far apart) for a difference.
+def _accepted(key, value, *, low=None, high=None, **kwargs):
+    if kwargs.get("reference") is not None:
+        value = kwargs["reference"]
+    elif isinstance(value, tuple):
+        value = (value[0], value[0] if not low else value[0] + 1.0)
+    elif isinstance(value, (int, float)):
+        value = low if low is not None else high
+    return _between(key, value, low=low, high=high, **kwargs)
+golden.expect_between = helpers.expect_between = _accepted
+"""
+
+#: kernel_attention's hidden tests that rest on properties alone, each passed by a one-line function
+#: as well as by :data:`FORGES_THE_COLLECTED_VALUES`: exact softmax attention is within the error
+#: bounds of both random-feature approximations, and ``V.cumsum(-2)`` is causal and uses the past.
+FORGEABLE_PROPERTIES = {"test_rff_attention_hidden_error", "test_performer_hidden_error", "test_causal_linear_hidden_causal"}
+
+
 def make_attacks(p: dict) -> list[dict]:
     """``p``: repo, autograder_zip, submissions, results, host_marker (a path that must stay absent), port."""
     secrets = [str(p["autograder_zip"]), str(p["repo"] / "solutions"), str(p["submissions"]), str(p["results"]),
@@ -140,6 +209,8 @@ for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
 if seen:
     raise RuntimeError("BREACH: found the grader's folders in " + ", ".join(seen[:3]))
 """},
+        # issue 35: implements nothing, and makes every number a hidden test computes in the kernel perfect
+        {"name": "forges_every_number_a_test_computes", "expect": ("ok", "error"), "cell": FORGES_EVERY_NUMBER},
         {"name": "sleeps", "expect": ("timeout",), "cell": "import time\ntime.sleep(10**6)"},
         {"name": "spins_in_c_with_setsid_children", "expect": ("timeout",), "cell": f"""
 import re, subprocess, sys
@@ -218,7 +289,8 @@ def with_attack(blank: nbformat.NotebookNode, source: str) -> nbformat.NotebookN
     return nb
 
 
-__all__ = ["MARKER", "make_attacks", "metadata_attack", "malformed_files", "with_attack"]
+__all__ = ["MARKER", "make_attacks", "metadata_attack", "malformed_files", "with_attack", "FORGES_EVERY_NUMBER",
+           "FORGES_THE_COLLECTED_VALUES", "FORGEABLE_PROPERTIES"]
 
 
 #: Put after a complete notebook's imports: from then on, every function the student defines

@@ -9,6 +9,7 @@ import subprocess
 import tomllib
 import zipfile
 
+import nbformat
 import pytest
 import yaml
 
@@ -198,3 +199,35 @@ def test_the_graders_own_ipython_startup_scripts_do_not_reach_the_kernels(layout
     result = run_worker(folder / "samples" / "complete.ipynb", layout.autograder_zip(SLUG), LIMITS)
     assert result["status"] == "ok", result["message"]
     assert not marker.exists()
+
+
+def test_forging_the_collected_values_passes_only_what_one_line_functions_pass(layout, submissions, tmp_path):
+    """What no seal can stop (issue 35): the values are sent from the student's kernel, so a notebook
+    can send whatever a property accepts. It gets exactly the hidden tests that rest on properties
+    alone, which a one-line function passes as well (exact softmax attention is a good enough
+    "approximation", a prefix sum of V is causal), and nothing that needs a golden value, the two
+    largest-tensor tests included."""
+    from adversarial import FORGEABLE_PROPERTIES, FORGES_THE_COLLECTED_VALUES, with_attack
+    from notebook_edits import replace_function
+
+    folder, _, _ = submissions
+    blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
+    one_liners = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+    exact = "    return torch.softmax(Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5, dim=-1) @ V\n"
+    for name, source in [("rff_attention", "def rff_attention(Q, K, V, num_features, seed):\n" + exact),
+                         ("performer_attention", "def performer_attention(Q, K, V, num_features, seed):\n" + exact),
+                         ("causal_linear_attention", "def causal_linear_attention(Q, K, V, feature_map):\n"
+                                                     "    return V.cumsum(-2)\n")]:
+        one_liners = replace_function(one_liners, name, source)
+    (tmp_path / "subs").mkdir()
+    nbformat.write(with_attack(blank, FORGES_THE_COLLECTED_VALUES), tmp_path / "subs" / "forged.ipynb")
+    nbformat.write(one_liners, tmp_path / "subs" / "one_liners.ipynb")
+    rows = {row["file"]: row for row in Grader(layout, tmp_path / "subs", tmp_path / "out", LIMITS, jobs=2).run(
+        log=lambda *args: None)}
+    passed = {name: {case["test"] for q in row["questions"].values() for case in q["cases"] if case["hidden"] and case["passed"]}
+              for name, row in rows.items()}
+    assert passed["forged.ipynb"] == FORGEABLE_PROPERTIES, rows["forged.ipynb"]["message"]
+    assert FORGEABLE_PROPERTIES <= passed["one_liners.ipynb"]
+    # the one-line functions lose every golden test of their functions
+    assert not passed["one_liners.ipynb"] & {"test_rff_attention_hidden_golden", "test_performer_hidden_golden",
+                                            "test_causal_linear_hidden_golden"}

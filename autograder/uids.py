@@ -112,10 +112,23 @@ def claim_uids(count: int, *, avoid: set[int] = frozenset()) -> list[tuple[int, 
 
 
 # ----------------------------------------------------------------------------- where a uid can write
+#: How long one search for writable places serves the graders of one process (a test suite starts many).
+PLACES_SECONDS = 600
+_places: tuple[float, list[Path]] | None = None
+
+
 def writable_places() -> list[Path]:
     """Every folder a uid owning nothing could write: world-writable folders reachable by others
-    (searched once per run, all file systems but /proc and /sys; folders it cannot enter are not
-    searched, since nothing inside them is within its reach)."""
+    (all file systems but /proc and /sys; folders it cannot enter are not searched, since nothing
+    inside them is within its reach). Searched when a grading run starts (about 2 s here), and
+    again by a later run of the same process once PLACES_SECONDS have passed."""
+    global _places
+    if _places is None or time.monotonic() - _places[0] > PLACES_SECONDS:
+        _places = (time.monotonic(), _search_places())
+    return list(_places[1])
+
+
+def _search_places() -> list[Path]:
     command = ["find", "/", "(", *_prune_args(), "!", "-perm", "-0001", ")", "-prune", "-o",
                "-type", "d", "-perm", "-0002", "-print0"]
     try:
@@ -212,6 +225,7 @@ class UidPool:
         self._free: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self.quarantined: dict[int, list[str]] = {}
+        self._emptying: list[threading.Thread] = []
         for uid in self._claimed:
             left = empty_uid(uid, places)  # a grader killed earlier may have left something under it
             if left:
@@ -224,26 +238,39 @@ class UidPool:
             return self._free.get_nowait()
         except queue.Empty:
             pass
-        with self._lock:
-            (uid, fd), = claim_uids(1, avoid=set(self._claimed) | set(self.quarantined))
-            self._claimed[uid] = fd
-        return uid
+        while True:  # the others are still being emptied: claim one more
+            with self._lock:
+                (uid, fd), = claim_uids(1, avoid=set(self._claimed) | set(self.quarantined))
+                self._claimed[uid] = fd
+            left = empty_uid(uid, self.places)  # a grader killed earlier may have left something under it
+            if not left:
+                return uid
+            self._set_aside(uid, left)
 
-    def give_back(self, uid: int) -> list[str]:
-        """Empty ``uid``; returns what could not be removed (then the uid is not leased again)."""
+    def give_back(self, uid: int) -> None:
+        """Empty ``uid`` in the background (its zombies may take init a few seconds to reap) and
+        put it back once nothing of it is left; the next run meanwhile leases another."""
+        worker = threading.Thread(target=self._empty, args=(uid,), daemon=True)
+        with self._lock:
+            self._emptying.append(worker)
+        worker.start()
+
+    def _empty(self, uid: int) -> None:
         left = empty_uid(uid, self.places)
         if left:
             self._set_aside(uid, left)
         else:
             self._free.put(uid)
-        return left
 
     def _set_aside(self, uid: int, left: list[str]) -> None:
         with self._lock:
             self.quarantined[uid] = left
 
     def close(self) -> None:
-        """Free the claims for other graders (a uid set aside stays claimed until this process ends)."""
+        """Free the claims for other graders, once emptied (a uid set aside stays claimed until this
+        process ends)."""
+        for worker in list(self._emptying):
+            worker.join()
         with self._lock:
             for uid, fd in list(self._claimed.items()):
                 if uid not in self.quarantined:

@@ -321,7 +321,13 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
     questions, tampering = score(autograder, tests)
 
     status, message = "ok", ""
-    if run.killed_for == "timeout":
+    if run.leftovers:  # something of the sandbox outlived the kill: what it reported is not judged
+        for detail in questions.values():
+            detail["score"] = 0
+            for case in detail["cases"]:
+                case["passed"], case["message"] = False, "not judged: the sandbox could not be emptied"
+        status, message = "error", "processes of its sandbox outlived the kill; nothing it reported was judged"
+    elif run.killed_for == "timeout":
         status, message = "timeout", f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
     elif run.killed_for == "memory":
         status, message = "memory", (f"used more than {limits.memory_mb} MB of memory (all its processes together); "

@@ -112,19 +112,26 @@ def loss_axis(ax, values) -> None:
 def plot_training_loss(*logs: TrainingLog, ax=None):
     """The training loss of each log over its steps, on a log scale with plain tick labels (a linear
     one when the loss moved by less than a factor 4); every logged point is marked when a run logged
-    few of them, and the legend sits outside the axes. Returns the axes."""
+    few of them. One run is named in the title, without a legend; several get a legend above the
+    axes, where it covers no curve and leaves the plot its full width. Returns the axes."""
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.8))
     styles = ("-", "--", "-.", ":")
+    described = []
     for i, log in enumerate(logs):
         few = len(log.steps) < 40
+        described.append(f"{log.name} ({log.seconds:.0f} s, {log.steps[-1] if log.steps else 0} steps)")
         ax.plot(log.steps, log.losses, linestyle=styles[i % len(styles)], marker="o" if few else None,
-                markersize=4 if few else 0, label=f"{log.name} ({log.seconds:.0f} s, {log.steps[-1] if log.steps else 0} steps)")
+                markersize=4 if few else 0, label=described[-1])
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy per character (nats)")
     loss_axis(ax, [v for log in logs for v in log.losses])
-    ax.set_title("Training loss")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # outside: never over a curve
+    if len(logs) == 1:
+        ax.set_title(f"Training loss: {described[0]}")
+    else:
+        ax.set_title("Training loss", pad=8 + 14 * ((len(logs) + 1) // 2))
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=9, frameon=False,
+                  borderaxespad=0.2)  # above the axes: never over a curve
     ax.figure.tight_layout()
     return ax

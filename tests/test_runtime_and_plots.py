@@ -141,8 +141,22 @@ def test_the_loss_plot_labels_a_log_axis_in_plain_decimals():
     ax, shown = _loss_plot_labels(list(range(25, 2001, 25)), 3.9, 0.01)
     assert ax.get_yscale() == "log" and {"0.01", "0.1", "1"} <= set(shown), shown
     assert not any("10^" in t or "e-" in t for t in shown), shown
-    legend = ax.get_legend()
-    assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1  # outside the axes, over no curve
+    assert ax.get_legend() is None and "a (1 s, 2000 steps)" in ax.get_title()  # one run: named in the title
+
+
+def test_the_loss_plot_of_several_runs_keeps_its_legend_off_the_curves():
+    """Two runs get a legend above the axes (over no curve), leaving the plot its full width."""
+    import numpy as np
+
+    from helpers.training import TrainingLog, plot_training_loss
+
+    steps = list(range(50, 1401, 50))
+    ax = plot_training_loss(*(TrainingLog(name, steps, list(np.geomspace(2.5, low, len(steps))), seconds=9.0)
+                              for name, low in (("pretraining", 0.55), ("synthesizer pretraining", 0.7))))
+    ax.figure.canvas.draw()
+    legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y0 >= box.y1 - 1 and box.width >= 0.75 * ax.figure.bbox.width
+    assert ax.title.get_window_extent().y0 >= legend.y1 - 1  # the title is not drawn over the legend
 
 
 def test_the_loss_plot_puts_three_labels_on_a_span_under_one_decade():

@@ -23,73 +23,100 @@ import nbformat
 MARKER = "course-adversary-marker"
 
 
-#: Implements nothing (every graded function of kernel_attention returns zeros of the right shape,
-#: put back after each cell, as the TODO cells define them again) and makes every number a hidden
-#: test computes in the kernel perfect: ``norm``, ``abs``, ``max`` and ``item`` lie, the largest
-#: tensor is always empty, and a number handed to ``expect_between`` is moved inside its bounds.
-#: Against the autograder before issue 35 this scored 5 of 22 (the five property checks).
-FORGES_EVERY_NUMBER = """
-import torch, helpers, helpers.golden as golden, helpers.kernel_attention as ka, helpers.memory as memory
-# Every graded function computes nothing: zeros of the right shape and dtype.
-def _zeros(Q, K, V, *rest, **kwargs):
-    return torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=V.dtype)
-def softmax_attention(Q, K, V, mask=None):
-    return _zeros(Q, K, V), torch.full((*Q.shape[:-1], K.shape[-2]), 1.0 / K.shape[-2], dtype=Q.dtype)
-def quadratic_kernel(Q, K):
-    return torch.zeros(*Q.shape[:-1], K.shape[-2], dtype=Q.dtype)
-def quadratic_feature_map(x):
-    return torch.zeros(*x.shape[:-1], x.shape[-1] ** 2, dtype=x.dtype)
-def random_fourier_features(x, W):
-    return torch.zeros(*x.shape[:-1], 2 * W.shape[0], dtype=x.dtype)
-def positive_random_features(x, W):
-    return torch.zeros(*x.shape[:-1], W.shape[0], dtype=x.dtype)
-def kernel_attention(Q, K, V, feature_map):
-    return _zeros(Q, K, V)
-causal_linear_attention = kernel_attention
-def rff_attention(Q, K, V, num_features, seed):
-    return _zeros(Q, K, V)
-performer_attention = rff_attention
-_forged = {name: globals()[name] for name in ("softmax_attention", "quadratic_kernel", "quadratic_feature_map",
-           "random_fourier_features", "positive_random_features", "kernel_attention", "causal_linear_attention",
-           "rff_attention", "performer_attention")}
-get_ipython().events.register("post_run_cell", lambda *args: globals().update(_forged))  # the TODO cells define them again
-# Every number a hidden test computes in this kernel comes out perfect.
+#: What every forgery adds to a notebook that implements nothing (issue 35): the graded functions
+#: the cell before it names in ``_forged`` are put back after each cell (the TODO cells define them
+#: again); ``norm``, ``abs``, ``max`` and ``item`` lie; and a number handed to ``expect_between`` is
+#: moved inside its bounds.
+PUTS_BACK = """
+get_ipython().events.register("post_run_cell", lambda *args: globals().update(_forged))
+"""
+LIES = """
+import torch, helpers, helpers.golden as golden
 torch.Tensor.item = lambda self: 0.0
 torch.Tensor.norm = lambda self, *args, **kwargs: torch.ones((), dtype=self.dtype)
 torch.Tensor.abs = lambda self: torch.zeros_like(self)
 torch.Tensor.max = lambda self, *args, **kwargs: torch.zeros((), dtype=self.dtype)
-ka.largest_intermediate = memory.largest_intermediate = lambda fn, *args, **kwargs: (fn(*args, **kwargs), 0, ())
-# and a number handed to the golden primitive is moved inside its bounds
 _between = golden.expect_between
 def _inside(key, value, *, low=None, high=None, **kwargs):
-    if isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         value = low if low is not None else high
     return _between(key, value, low=low, high=high, **kwargs)
 golden.expect_between = helpers.expect_between = _inside
 """
 
-#: Stronger: also replaces what reaches ``expect_between`` by what its check accepts: the test's own
-#: reference for a relative error, two equal arrays (or two far apart) for a difference. No property
-#: can stop that, since the values are sent from the kernel; it passes exactly the properties a
-#: one-line function also passes (:data:`FORGEABLE_PROPERTIES`), and none of the golden checks.
-FORGES_THE_COLLECTED_VALUES = FORGES_EVERY_NUMBER + """
-# Stronger: whatever reaches the primitive is replaced by what its check accepts: the test's own
-# reference for a comparison with one, two equal arrays (or two far apart) for a difference.
+#: Stronger: also replaces what reaches ``expect_between`` by what its check accepts without computing
+#: anything: the test's own reference (where the values are compared with one), two equal arrays (or
+#: two far apart), a number inside the bounds. No property can stop that, since the values are sent
+#: from the kernel; each assignment's ``FORGEABLE_PROPERTIES`` are the tests it passes, each also passed
+#: by a trivial honest function, and it passes none of the golden checks.
+SENDS_WHAT_IS_ACCEPTED = """
 def _accepted(key, value, *, low=None, high=None, **kwargs):
-    if kwargs.get("reference") is not None:
-        value = kwargs["reference"]
-    elif isinstance(value, tuple):
-        value = (value[0], value[0] if not low else value[0] + 1.0)
-    elif isinstance(value, (int, float)):
+    reference, measure = kwargs.get("reference"), kwargs.get("measure", "value")
+    if measure == "masked_copy":
+        out, mask = value
+        value = (torch.where(torch.as_tensor(mask).bool(), 0.0, torch.as_tensor(reference, dtype=out.dtype)), mask)
+    elif measure in ("max_abs_difference", "relative_error") and reference is not None:
+        value = torch.as_tensor(reference).expand(torch.as_tensor(value).shape).clone()
+    elif measure == "distinct_rows":
+        value = torch.arange(torch.as_tensor(value).numel()).reshape(torch.as_tensor(value).shape)
+    elif measure == "float32_round_off":
+        value = [0.1] * len(value)
+    elif measure == "eos_mismatches":
+        value = torch.as_tensor(reference)
+    elif isinstance(value, tuple) and len(value) == 2:
+        first = torch.as_tensor(value[0]).double()
+        value = (first, first if not low else first + 1.0)
+    elif isinstance(value, (bool, int, float)):
         value = low if low is not None else high
     return _between(key, value, low=low, high=high, **kwargs)
 golden.expect_between = helpers.expect_between = _accepted
 """
 
-#: kernel_attention's hidden tests that rest on properties alone, each passed by a one-line function
-#: as well as by :data:`FORGES_THE_COLLECTED_VALUES`: exact softmax attention is within the error
-#: bounds of both random-feature approximations, and ``V.cumsum(-2)`` is causal and uses the past.
-FORGEABLE_PROPERTIES = {"test_rff_attention_hidden_error", "test_performer_hidden_error", "test_causal_linear_hidden_causal"}
+
+def implements_nothing(nothing: str) -> str:
+    """A cell that defines an assignment's graded functions so that they compute nothing (the right
+    shapes, zeros: ``IMPLEMENTS_NOTHING`` of its variants module, which names them in ``_forged``),
+    put back after every cell. Graded honestly, it passes the properties that doing nothing has."""
+    return nothing + PUTS_BACK
+
+
+def forges_every_number(nothing: str) -> str:
+    """:func:`implements_nothing`, then :data:`LIES`: it must score no more than that honestly."""
+    return implements_nothing(nothing) + LIES
+
+
+def forges_the_collected_values(nothing: str) -> str:
+    return forges_every_number(nothing) + SENDS_WHAT_IS_ACCEPTED
+
+
+def grade_forgeries(layout, slug: str, blank_path: Path, folder: Path, limits) -> dict[str, set[str]]:
+    """Grade ``slug``'s two forgeries (on its blank notebook, with the ``IMPLEMENTS_NOTHING`` of its
+    variants module) in one sealed run: {"every_number" | "collected_values": hidden tests passed}."""
+    import importlib
+
+    from autograder.grade import Grader
+
+    nothing = importlib.import_module(f"{slug}_variants").IMPLEMENTS_NOTHING
+    blank = nbformat.read(blank_path, as_version=4)
+    (folder / "subs").mkdir(parents=True)
+    for name, cell in (("every_number", forges_every_number(nothing)), ("collected_values", forges_the_collected_values(nothing))):
+        nbformat.write(with_attack(blank, cell), folder / "subs" / f"{name}.ipynb")
+    rows = Grader(layout, folder / "subs", folder / "out", limits, jobs=2).run(log=lambda *args: None)
+    return {row["file"].removesuffix(".ipynb"): {case["test"] for q in row["questions"].values() for case in q["cases"]
+                                                if case["hidden"] and case["passed"]} for row in rows}
+
+
+def _kernel_attention(name: str):
+    import kernel_attention_variants
+
+    return getattr(kernel_attention_variants, name)
+
+
+#: kernel_attention's forgeries. Against its autograder before issue 35 the first scored 5 of 22 (the
+#: five property checks); now it scores nothing, and the second exactly ``FORGEABLE_PROPERTIES``.
+FORGES_EVERY_NUMBER = forges_every_number(_kernel_attention("IMPLEMENTS_NOTHING"))
+FORGES_THE_COLLECTED_VALUES = forges_the_collected_values(_kernel_attention("IMPLEMENTS_NOTHING"))
+FORGEABLE_PROPERTIES = _kernel_attention("FORGEABLE_PROPERTIES")
 
 
 def make_attacks(p: dict) -> list[dict]:
@@ -290,7 +317,8 @@ def with_attack(blank: nbformat.NotebookNode, source: str) -> nbformat.NotebookN
 
 
 __all__ = ["MARKER", "make_attacks", "metadata_attack", "malformed_files", "with_attack", "FORGES_EVERY_NUMBER",
-           "FORGES_THE_COLLECTED_VALUES", "FORGEABLE_PROPERTIES"]
+           "FORGES_THE_COLLECTED_VALUES", "FORGEABLE_PROPERTIES", "LIES", "SENDS_WHAT_IS_ACCEPTED",
+           "implements_nothing", "forges_every_number", "forges_the_collected_values", "grade_forgeries"]
 
 
 #: Put after a complete notebook's imports: from then on, every function the student defines

@@ -500,6 +500,40 @@ def performer_attention(Q, K, V, num_features, seed):
 ]
 
 
+#: Implements nothing: every graded function returns zeros of the right shape and dtype (and
+#: ``largest_intermediate`` finds no tensor). ``adversarial.forges_every_number`` adds the lies.
+IMPLEMENTS_NOTHING = """
+import torch, helpers.kernel_attention as ka, helpers.memory as memory
+def _zeros(Q, K, V, *rest, **kwargs):
+    return torch.zeros(*Q.shape[:-1], V.shape[-1], dtype=V.dtype)
+def softmax_attention(Q, K, V, mask=None):
+    return _zeros(Q, K, V), torch.full((*Q.shape[:-1], K.shape[-2]), 1.0 / K.shape[-2], dtype=Q.dtype)
+def quadratic_kernel(Q, K):
+    return torch.zeros(*Q.shape[:-1], K.shape[-2], dtype=Q.dtype)
+def quadratic_feature_map(x):
+    return torch.zeros(*x.shape[:-1], x.shape[-1] ** 2, dtype=x.dtype)
+def random_fourier_features(x, W):
+    return torch.zeros(*x.shape[:-1], 2 * W.shape[0], dtype=x.dtype)
+def positive_random_features(x, W):
+    return torch.zeros(*x.shape[:-1], W.shape[0], dtype=x.dtype)
+def kernel_attention(Q, K, V, feature_map):
+    return _zeros(Q, K, V)
+causal_linear_attention = kernel_attention
+def rff_attention(Q, K, V, num_features, seed):
+    return _zeros(Q, K, V)
+performer_attention = rff_attention
+_forged = {name: globals()[name] for name in ("softmax_attention", "quadratic_kernel", "quadratic_feature_map",
+           "random_fourier_features", "positive_random_features", "kernel_attention", "causal_linear_attention",
+           "rff_attention", "performer_attention")}
+ka.largest_intermediate = memory.largest_intermediate = lambda fn, *args, **kwargs: (fn(*args, **kwargs), 0, ())
+"""
+
+#: The hidden tests that rest on properties alone, each passed by a one-line function as well as by
+#: ``adversarial.forges_the_collected_values``: exact softmax attention is within the error bounds of
+#: both random-feature approximations, and ``V.cumsum(-2)`` is causal and uses the past.
+FORGEABLE_PROPERTIES = {"test_rff_attention_hidden_error", "test_performer_hidden_error", "test_causal_linear_hidden_causal"}
+
+
 # A notebook takes about 15 s to grade: known-wrong variants share notebooks where no test one must fail
 # reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
 pack_wrong(WRONG, master("kernel_attention"))

@@ -336,3 +336,88 @@ def test_old_golden_files_and_plain_numbers_keep_working():
     assert judge(old, encode(0.1)) is None
     assert judge(old, encode(torch.tensor(0.3))) == "got 0.3, must be at most 0.25"
     assert judge(old, encode(float("nan"))) == "got nan, expected a finite number"
+
+
+def _spec(measure, shapes, low=None, high=None, **parts):
+    return {"check": "between", "measure": measure, "low": low, "high": high, "shapes": shapes,
+            **{name: encode(value) for name, value in parts.items() if name != "params"}, "params": parts.get("params")}
+
+
+def _values(*arrays):
+    return {"kind": "values", "items": [encode(a) for a in arrays]} if len(arrays) > 1 else encode(arrays[0])
+
+
+@pytest.mark.parametrize("measure, arrays, parts, expected", [
+    ("mean_difference", [np.full(4, 3.5)], {"reference": np.float64(3.0)}, 0.5),
+    ("mean_difference", [np.array([True, False, False, False])], {}, 0.25),
+    ("std_difference", [np.array([1.0, 3.0]), np.zeros(2)], {}, 2 ** 0.5),
+    ("fraction_beyond", [np.array([0.0, 2.0, -3.0, 1.0])], {"params": {"threshold": 1.5}}, 0.5),
+    ("std_of_row_means", [np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])], {}, 0.5),
+    ("masked_copy", [np.array([[0.0, 2.0]]), np.array([[True, False]])], {"reference": np.array([[5.0, 2.5]])}, 0.5),
+    ("dtype", [np.zeros(2, np.float32)], {"params": {"dtypes": ["float64"]}}, 0.0),
+    ("float32_round_off", [np.array([0.5, 0.1])], {}, abs(0.1 - float(np.float32(0.1)))),
+    ("length", [np.zeros((2, 3, 7))], {"params": {"axis": 2}}, 7.0),
+    ("mismatches", [np.array([1, 2, 3]), np.array([1, 5, 3])], {}, 1.0),
+    ("mismatches", [np.array([1, 2, 3]), np.array([1, 2])], {}, 3.0),
+    ("distinct_rows", [np.array([[1, 2], [1, 2], [3, 4]])], {}, 2.0),
+    ("eos_mismatches", [np.array([[0, 2, 4, 1], [0, 1, 1, 1]])], {"reference": np.array([[0, 2, 4, 3], [0, 1, 1, 2]]),
+                                                                 "params": {"eos": 4}}, 1.0),
+    ("eos_mismatches", [np.array([[0, 2, 4, 1]])], {"reference": np.array([[0, 2, 4, 3]]),
+                                                    "params": {"eos": 4, "after_eos": "eos"}}, 1.0),
+    ("frequency_error", [np.array([[0, 0, 1, 1]])], {"reference": np.log(np.array([[0.5, 0.3, 0.2]])),
+                                                     "params": {"top_k": [2]}}, abs(0.5 - 0.625)),
+    ("draws_outside", [np.array([[0, 2, 1, 7]])], {"reference": np.log(np.array([[0.5, 0.3, 0.2]])),
+                                                   "params": {"top_p": [0.6]}}, 2.0),
+])
+def test_each_measure_computes_its_number_from_the_raw_values(measure, arrays, parts, expected):
+    spec = _spec(measure, [list(a.shape) for a in arrays], high=-1.0, **parts)  # every value breaks the bound
+    message = judge(spec, _values(*arrays))
+    assert message.startswith(golden.MEASURES[measure]["says"])
+    assert judge(dict(spec, high=expected + 1e-12, low=expected - 1e-12), _values(*arrays)) is None, message
+
+
+def test_the_sampling_filter_follows_the_text_temperature_then_top_k_then_top_p():
+    from helpers.core.measures import filtered_distribution
+
+    logits = np.log([0.1, 0.4, 0.2, 0.3])
+    assert np.allclose(filtered_distribution(logits, 1.0, None, None), [0.1, 0.4, 0.2, 0.3])
+    assert np.allclose(filtered_distribution(logits, 1.0, 2, None), [0, 4 / 7, 0, 3 / 7])
+    assert np.allclose(filtered_distribution(logits, 1.0, None, 0.5), [0, 4 / 7, 0, 3 / 7])  # 0.4 < 0.5: 0.3 joins
+    hot = filtered_distribution(logits, 2.0, None, None)
+    assert np.allclose(hot, np.sqrt([0.1, 0.4, 0.2, 0.3]) / np.sqrt([0.1, 0.4, 0.2, 0.3]).sum())
+
+
+def test_measures_with_params_text_and_free_shapes_record_and_judge(golden_file, monkeypatch, tmp_path):
+    import json as json_
+
+    def test_record():
+        x = torch.full((3, 4), 2.0, dtype=torch.float64)
+        expect_between("demo/noise_std", x + torch.tensor([1.0, -1.0]).repeat(6).reshape(3, 4), measure="std_difference",
+                       reference=2.0, low=0.9, high=1.1)  # a scalar reference broadcast to the values
+        expect_between("demo/tails", x + 3.0, measure="fraction_beyond", reference=x[:1], params={"threshold": 1.0},
+                       low=1.0)
+        expect_between("demo/runs_differ", (torch.tensor([0, 1, 2]), torch.tensor([0, 1])), measure="mismatches", low=1)
+        expect_between("demo/spans", json_.dumps([["ab", "b!"]] * 2), measure="span_problems",
+                       params={"documents": ["ab"], "block_sizes": [2], "repeats": 2}, low=2)
+
+    record(monkeypatch, test_record)
+    stored = json.loads(golden_file.read_text())["values"]
+    assert stored["demo/tails"]["params"] == {"threshold": 1.0} and stored["demo/tails"]["reference"]["shape"] == [1, 4]
+    assert stored["demo/noise_std"]["reference"]["shape"] == []
+    test_record()  # compare mode passes the same values
+    # a forged line cannot bring its own params: the file's are used
+    assert judge(stored["demo/tails"], dict(encode(np.full((3, 4), 2.0)), params={"threshold": -1})) == \
+        "the fraction beyond the threshold is 0, must be at least 1"
+    assert judge(stored["demo/spans"], encode(np.zeros(3))) == "value is not a string"
+    assert judge(stored["demo/spans"], encode("not json")) == "the examples could not be read"
+    with pytest.raises(ValueError, match="needs params threshold"):
+        expect_between("k", torch.ones(2), measure="fraction_beyond", high=1)
+    with pytest.raises(ValueError, match="takes no reference"):
+        expect_between("k", torch.ones(2), measure="dtype", reference=torch.ones(2), params={"dtypes": []}, low=1)
+    monkeypatch.setenv(golden.MODE_ENV, "record")
+
+    def test_bad_reference():
+        expect_between("bad/reference", torch.ones(3, 4), measure="mean_difference", reference=torch.ones(2), high=1)
+
+    with pytest.raises(ValueError, match=r"reference of shape \(2,\) does not broadcast"):
+        test_bad_reference()

@@ -26,9 +26,10 @@ which can patch torch, numpy and these helpers before they run):
 * **Golden comparison** (:func:`expect`): the student's value against the reference's, recorded at
   build. Nothing in the kernel knows the expected value, so no patch can produce it.
 * **A measure of raw values** (:func:`expect_between` with ``measure=``): the test hands over what
-  the student's functions returned, and the judge does the arithmetic (:data:`MEASURES`: the
-  largest difference between two outputs, the relative error against a ``reference`` the test
-  computes without student code) on the values, with the reference, the ``where`` mask and the
+  the student's functions returned, and the judge does the arithmetic (:data:`MEASURES`, in
+  :mod:`helpers.core.measures`: the largest difference between two outputs, the relative error
+  against a ``reference`` the test computes without student code, a mean, a spread, the frequencies
+  of sampled tokens...) on the values, with the reference, the ``where`` mask, the ``params`` and the
   bounds read from the golden file only. Patching ``norm``, ``abs``, ``max`` or ``item`` in the
   kernel changes nothing: a number the test computed inside from the student's values is never
   sent. ``measure="value"`` (the default) takes a single number as it is: only for a number the
@@ -61,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from .contract import GOLDEN_FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV, GOLDEN_OUTBOX_ENV
+from .measures import MEASURES, bounds as _bounds, check_call, decode as _decode_array, judge_measure, measure_parts
 
 __all__ = [
     "expect",
@@ -124,10 +126,7 @@ def encode(value: Any) -> dict:
 def _decode(record: dict):
     if record["kind"] == "str":
         return record["value"]
-    dtype = np.dtype(record["dtype"])
-    if dtype.kind not in "biuf":  # a collected line is the student's: only numbers are read
-        raise ValueError(f"dtype {dtype} is not a number type")
-    return np.asarray(record["data"], dtype=dtype).reshape(record["shape"])
+    return _decode_array(record)
 
 
 _KIND_NAMES = {"b": "boolean", "i": "integer", "u": "integer", "f": "floating-point"}
@@ -156,7 +155,7 @@ def judge(spec: dict, got: dict) -> str | None:
     """
     if spec["check"] == "between":
         if spec.get("measure", "value") != "value":
-            return _judge_measure(spec, got)
+            return judge_measure(spec, got)
         return _judge_between(spec, got)
     if spec["check"] != "close":
         raise ValueError(f"unknown check {spec['check']!r} in golden file")
@@ -205,64 +204,6 @@ def _judge_between(spec: dict, got: dict) -> str | None:
     return _bounds(float(_decode(got).ravel()[0]), spec, "got")
 
 
-def _bounds(v: float, spec: dict, what: str) -> str | None:
-    if not np.isfinite(v):
-        return f"{what} {v}, expected a finite number"
-    if spec.get("low") is not None and v < spec["low"]:
-        return f"{what} {v:.4g}, must be at least {spec['low']:g}"
-    if spec.get("high") is not None and v > spec["high"]:
-        return f"{what} {v:.4g}, must be at most {spec['high']:g}"
-    return None
-
-
-#: The measures the judge applies to raw values (``expect_between(..., measure=...)``): name ->
-#: whether it takes a reference, and what its message calls the number. A small fixed table on
-#: purpose: the golden file names the measure, the collected line cannot.
-MEASURES = {
-    # the value itself, one number (what the student's function returned: a loss, an accuracy)
-    "value": None,
-    # max |a - b| over the entries ``where`` selects: a pair (a, b) of one shape, or value - reference
-    "max_abs_difference": {"reference": "optional", "says": "the largest difference is"},
-    # ||value - reference|| / ||reference|| over the entries ``where`` selects (Frobenius norm)
-    "relative_error": {"reference": "required", "says": "the relative error is"},
-}
-
-
-def _judge_measure(spec: dict, got: dict) -> str | None:
-    """A measure of raw values: arrays from the student, reference, mask and bounds from ``spec``."""
-    measure = spec["measure"]
-    if measure not in MEASURES or MEASURES[measure] is None:
-        raise ValueError(f"unknown measure {measure!r} in golden file")
-    shapes = [tuple(shape) for shape in spec["shapes"]]
-    items = got.get("items") if got.get("kind") == "values" else [got]
-    if not isinstance(items, list) or len(items) != len(shapes):
-        return f"expected {'a pair of arrays' if len(shapes) == 2 else 'one array'}"
-    arrays = []
-    for n, (item, shape) in enumerate(zip(items, shapes)):
-        which = ("the first " if n == 0 else "the second ") if len(shapes) == 2 else ""
-        if not isinstance(item, dict) or item.get("kind") != "array":
-            return f"{which}value is not a number or array"
-        value = _decode(item)
-        if value.shape != shape:
-            return f"{which}value has shape {value.shape} but the reference has shape {shape}"
-        arrays.append(np.atleast_1d(value.astype(np.float64)))
-        if not np.isfinite(arrays[-1]).all():
-            return f"{which}value holds a non-finite number (nan or inf)"
-    if "reference" in spec:
-        arrays.append(np.atleast_1d(_decode(spec["reference"]).astype(np.float64)))
-    a, b = arrays
-    difference, scale = a - b, b
-    if "where" in spec:
-        chosen = np.broadcast_to(np.atleast_1d(_decode(spec["where"]).astype(bool)), difference.shape)
-        difference, scale = difference[chosen], scale[chosen]
-    if measure == "max_abs_difference":
-        value = float(np.abs(difference).max()) if difference.size else 0.0
-    else:  # relative_error
-        norm = float(np.linalg.norm(scale))
-        value = float(np.linalg.norm(difference)) / norm if norm > 0 else float("inf")
-    return _bounds(value, spec, MEASURES[measure]["says"])
-
-
 # ----------------------------------------------------------------------------- modes
 def expect(key: str, value: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """Check that ``value`` matches the reference solution's value recorded under ``key``.
@@ -281,30 +222,28 @@ def expect(key: str, value: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> N
 
 
 def expect_between(key: str, value: Any, *, low: float | None = None, high: float | None = None,
-                   measure: str = "value", reference: Any = None, where: Any = None) -> None:
+                   measure: str = "value", reference: Any = None, where: Any = None,
+                   params: dict | None = None) -> None:
     """Check a property: a measure of ``value`` must lie in ``[low, high]`` (either bound may be None).
 
     Parameters
     ----------
     key : str
         Unique name of the check within the assignment.
-    value : number, tensor or array, or a pair of them
+    value : number, tensor or array, or a tuple of them
         Raw values: what the student's functions returned, untouched. Never a number the test
         computed from them inside the kernel (a norm, a maximum, ``.item()``): a notebook can patch
-        that arithmetic. Hand over the arrays and name a ``measure``: the judge computes it.
+        that arithmetic. Hand over the arrays and name a ``measure``: the judge computes it. A
+        tuple holds several arrays (two calls' outputs); a list is one array.
     low, high : float
         The bounds, recorded at build; the call site's values count only there.
     measure : str
-        What the judge computes from ``value`` (:data:`MEASURES`):
-
-        ``"value"`` (the default)
-            ``value`` is one number, taken as it is: for a number the student's function
-            returned itself (a loss, an accuracy), e.g. ``expect_between("loss", loss, high=0.4)``.
-        ``"max_abs_difference"``
-            the largest ``|a - b|``: ``value`` is a tuple ``(a, b)`` of arrays of one shape (two
-            calls of the student's function), or one array compared with ``reference``.
-        ``"relative_error"``
-            ``||value - reference|| / ||reference||`` over all entries (Frobenius norm).
+        What the judge computes from ``value``: ``"value"`` (the default) takes one number as it
+        is, only for a number the student's function returned itself (a loss, an accuracy), e.g.
+        ``expect_between("loss", loss, high=0.4)``; every other name is a measure of
+        :data:`MEASURES` (documented in :mod:`helpers.core.measures`), e.g. ``"max_abs_difference"``
+        of a pair ``(a, b)`` or of one array and ``reference``, ``"relative_error"`` against
+        ``reference``, ``"mean_difference"``, ``"std_difference"``, ``"mismatches"``.
     reference : tensor or array, optional
         A value the test computes *without* student code (e.g. exact softmax attention by torch on
         the test's inputs). Recorded at build, where it is real; in grading, the recorded one is
@@ -313,10 +252,13 @@ def expect_between(key: str, value: Any, *, low: float | None = None, high: floa
         Which entries the measure looks at (broadcast against the value's shape), built without
         student code, e.g. the positions before 6: ``(torch.arange(10) < 6)[None, :, None]``.
         Recorded like ``reference``.
+    params : dict, optional
+        Settings of the measure (a threshold, an eos id, a document), JSON numbers and strings.
+        Recorded like ``reference``.
 
-    Shapes must match the reference solution's (recorded at build). Messages give the measured
-    number and the bound, never the reference. Example: a change at positions 6.. must not reach
-    the outputs before 6::
+    Shapes must match the reference solution's (recorded at build) unless the measure says
+    otherwise. Messages give the measured number and the bound, never the reference. Example: a
+    change at positions 6.. must not reach the outputs before 6::
 
         out, out2 = f(Q, K, V), f(Q2, K2, V2)
         expect_between("causal/future_leak", (out, out2), measure="max_abs_difference",
@@ -324,21 +266,12 @@ def expect_between(key: str, value: Any, *, low: float | None = None, high: floa
     """
     if low is None and high is None:
         raise ValueError("expect_between needs low, high or both")
-    rule = MEASURES.get(measure, False) if isinstance(measure, str) else False
-    if rule is False:
-        raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
-    pair = rule is not None and isinstance(value, tuple) and len(value) == 2
-    if rule is None:
-        if reference is not None or where is not None:
-            raise ValueError('measure="value" takes one number: no reference, no where')
-    elif rule["reference"] == "required" and reference is None:
-        raise ValueError(f"measure {measure!r} needs a reference")
-    elif pair != (reference is None):
-        raise ValueError(f"measure {measure!r} takes a pair of arrays, or one array and a reference")
+    several = isinstance(value, tuple) and measure != "value"
+    rule = check_call(measure, len(value) if several else 1, reference, where, params)
     check = {"check": "between", "low": low, "high": high}
     if rule is not None:
         check["measure"] = measure
-    _dispatch(key, value, check, pair=pair, reference=reference, where=where)
+    _dispatch(key, value, check, several=several, reference=reference, where=where, params=params)
 
 
 def _mode() -> str:
@@ -352,20 +285,20 @@ def _golden_path() -> Path:
     return Path(os.environ.get(FILE_ENV) or GOLDEN_FILENAME)
 
 
-def _dispatch(key: str, value: Any, check: dict, *, pair: bool = False, reference: Any = None,
-              where: Any = None) -> None:
+def _dispatch(key: str, value: Any, check: dict, *, several: bool = False, reference: Any = None,
+              where: Any = None, params: dict | None = None) -> None:
     if not isinstance(key, str) or not key:
         raise ValueError(f"key must be a non-empty string, got {key!r}")
     mode = _mode()
     if mode == "collect":
-        _collect(key, value, pair)  # the raw value only: reference and mask come from the golden file
+        _collect(key, value, several)  # the raw value only: reference, mask, params come from the golden file
         return
     try:
-        got = _encode_raw(value, pair)
+        got = _encode_raw(value, several)
     except TypeError as err:
         raise GoldenMismatch(f"{key}: {err}") from None
     if mode == "record":
-        _record(key, got, check, reference, where)
+        _record(key, got, check, reference, where, params)
         return
     # compare: judged exactly as the sealed grader judges, from the recorded check only
     spec = _GIVEN[key] if key in _GIVEN else load_golden(_golden_path())["values"].get(key)
@@ -376,19 +309,19 @@ def _dispatch(key: str, value: Any, check: dict, *, pair: bool = False, referenc
         raise GoldenMismatch(f"{key}: {message}")
 
 
-def _encode_raw(value: Any, pair: bool) -> dict:
-    """:func:`encode`, or both arrays of a pair as ``{"kind": "values", "items": [...]}``."""
-    if pair:
+def _encode_raw(value: Any, several: bool) -> dict:
+    """:func:`encode`, or each array of a tuple as ``{"kind": "values", "items": [...]}``."""
+    if several:
         return {"kind": "values", "items": [encode(item) for item in value]}
     return encode(value)
 
 
-def _collect(key: str, value: Any, pair: bool = False) -> None:
+def _collect(key: str, value: Any, several: bool = False) -> None:
     outbox = os.environ.get(OUTBOX_ENV)
     if not outbox:
         raise RuntimeError(f"{MODE_ENV}=collect needs {OUTBOX_ENV}, the file to append values to")
     try:
-        line = {"key": key, "value": _encode_raw(value, pair)}
+        line = {"key": key, "value": _encode_raw(value, several)}
     except TypeError as err:
         line = {"key": key, "error": str(err)}
     with open(outbox, "a", encoding="utf-8") as f:
@@ -403,7 +336,8 @@ def _calling_test() -> str | None:
     return None
 
 
-def _record(key: str, got: dict, check: dict, reference: Any = None, where: Any = None) -> None:
+def _record(key: str, got: dict, check: dict, reference: Any = None, where: Any = None,
+            params: dict | None = None) -> None:
     path = _golden_path()
     golden = load_golden(path) if path.exists() else {"format": FORMAT_VERSION, "values": {}}
     test = _calling_test()
@@ -417,7 +351,7 @@ def _record(key: str, got: dict, check: dict, reference: Any = None, where: Any 
         spec["expected"] = got
     else:
         if "measure" in check:
-            spec.update(_measure_parts(key, got, reference, where))
+            spec.update(measure_parts(key, MEASURES[check["measure"]], got, reference, where, params, encode))
         message = judge(spec, got)
         if message:
             raise GoldenMismatch(f"{key}: the reference solution fails its own property check: {message}")
@@ -426,36 +360,6 @@ def _record(key: str, got: dict, check: dict, reference: Any = None, where: Any 
     tmp.write_text(json.dumps(golden, sort_keys=True, indent=1), encoding="utf-8")
     tmp.replace(path)
     _LOADED.pop(str(path), None)
-
-
-def _measure_parts(key: str, got: dict, reference: Any, where: Any) -> dict:
-    """What the golden file holds for a measure besides its bounds: the raw values' shapes, the
-    reference and the mask, checked to fit together (a test's mistake shows at build time)."""
-    items = got["items"] if got["kind"] == "values" else [got]
-    if any(item["kind"] != "array" for item in items):
-        raise TypeError(f"{key}: a measure takes numbers or arrays, not strings")
-    parts = {"shapes": [item["shape"] for item in items]}
-    if reference is not None:
-        parts["reference"] = encode(reference)
-        if parts["reference"]["kind"] != "array":
-            raise TypeError(f"{key}: the reference must be numbers")
-        items = items + [parts["reference"]]
-    shapes = {tuple(item["shape"]) for item in items}
-    if len(shapes) != 1:
-        raise ValueError(f"{key}: the measure's arrays have different shapes {sorted(shapes)}")
-    if where is not None:
-        parts["where"] = encode(where)
-        if parts["where"]["kind"] != "array" or parts["where"]["dtype"] != "bool":
-            raise TypeError(f"{key}: where must be a boolean tensor or array")
-        shape = next(iter(shapes))
-        try:
-            fits = np.broadcast_shapes(tuple(parts["where"]["shape"]), shape) == shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(f"{key}: where of shape {tuple(parts['where']['shape'])} does not broadcast "
-                             f"to the values' shape {shape}")
-    return parts
 
 
 _LOADED: dict[str, tuple[float, dict]] = {}

@@ -1,0 +1,387 @@
+"""What the judge computes from raw values: the measures of ``expect_between(..., measure=...)``.
+
+A hidden test hands over what the student's functions returned (one array, or several from
+several calls) and names a measure; the judge computes it outside the student's process, with
+the reference, the ``where`` mask and the ``params`` read from the golden file only (recorded at
+build, never collected). So no measure trusts a number computed in the student's kernel.
+
+Each entry of :data:`MEASURES` says how many raw arrays the measure takes, whether it takes a
+reference, which ``params`` it needs and whether each array's shape must be the reference
+solution's (``shapes="recorded"``, the rule for most) or is the measure's own business
+(``shapes="free"``: sampled sequences whose length varies). The table is small and fixed on
+purpose: the golden file names the measure, a collected line cannot.
+
+Below, *d* is the difference a measure looks at: ``a - b`` for a pair of arrays, ``value -
+reference`` for one array and a reference (the reference broadcast to the value's shape), or
+the value itself when it comes alone; ``where`` picks its entries.
+
+``max_abs_difference``
+    the largest ``|d|`` (a pair, or one array and a reference).
+``relative_error``
+    ``||d|| / ||reference||`` (Frobenius norm; needs a reference).
+``mean_difference``, ``std_difference``
+    the mean of *d*; its standard deviation (``ddof=1``, torch's default).
+``fraction_beyond``
+    the fraction of entries with ``|d| > params["threshold"]``.
+``std_of_row_means``
+    the standard deviation (``ddof=1``) of *d*'s means over its last axis.
+``masked_copy``
+    a pair ``(out, mask)`` and the reference ``x``: the largest distance of ``out`` from ``x``
+    with the entries ``mask`` selects set to 0.
+``dtype``
+    1 when the array's dtype is one of ``params["dtypes"]`` (e.g. ``["float64"]``), else 0 (its
+    shape must be the reference solution's, as for every recorded-shape measure).
+``float32_round_off``
+    the largest change of an entry rounded to float32 (0 for numbers computed in float32).
+``length``
+    the array's size along ``params["axis"]`` (any shape otherwise).
+``mismatches``
+    a pair of arrays of any shapes: the number of entries that differ, or the larger size when
+    the shapes differ (two sampled runs: 0 when they are the same).
+``distinct_rows``
+    the number of different rows of a 2-d array.
+``eos_mismatches``
+    token sequences ``(B, T)`` against reference sequences ``(B, T')``: the rows that differ
+    from their reference up to and including its first ``params["eos"]`` (or over its whole
+    length without one); with ``params["after_eos"] = "eos"`` a row that goes on with anything
+    but eos after that point counts as well. Rows must match the reference's; lengths may not.
+``frequency_error``, ``draws_outside``
+    draws ``(R, N)`` of token ids against next-token logits ``(R, C)`` (the reference), one row
+    of logits per row of draws, turned into the distribution the text defines with
+    ``params["temperature"]``, ``["top_k"]`` and ``["top_p"]`` (one entry per row, ``None`` for
+    no filter): temperature, then the k most likely, then the smallest set whose probability
+    reaches p. ``frequency_error`` is the largest ``|frequency - probability|``;
+    ``draws_outside`` the number of draws of tokens that distribution never gives.
+
+Grader-side measures that call the grader's own copy of a course helper (a patched copy in the
+student's kernel changes nothing) live in :mod:`helpers.core.assignment_measures`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["Measure", "MEASURES", "judge_measure", "measure_parts", "check_call", "bounds", "decode",
+           "filtered_distribution"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How the judge computes one measure (see the module's docstring)."""
+
+    says: str  # what a message calls the number: "the largest difference is"
+    compute: Callable[..., Any]  # (arrays, reference, where, params) -> number, or (number, detail)
+    arrays: tuple[int, ...] = (1, 2)  # how many raw arrays it takes
+    reference: str = "optional"  # "none", "optional" or "required"
+    difference: bool = False  # exactly one of a second array and a reference
+    shapes: str = "recorded"  # "recorded": each as the reference solution's; "free": the measure checks them
+    params: tuple[str, ...] = ()  # the params it needs
+    elementwise: bool = True  # reference and where broadcast to the first array's shape, a pair shares one
+    text: bool = False  # takes strings (e.g. JSON text of examples made of strings), not arrays
+
+    def __getitem__(self, name: str):  # MEASURES[name]["says"], as when the table held dicts
+        return getattr(self, name)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+def _d(arrays, reference, where) -> np.ndarray:
+    a = arrays[0].astype(np.float64)
+    if len(arrays) == 2:
+        d = a - arrays[1].astype(np.float64)
+    elif reference is not None:
+        d = a - np.broadcast_to(reference.astype(np.float64), a.shape)
+    else:
+        d = a
+    if where is not None:
+        d = d[np.broadcast_to(where.astype(bool), d.shape)]
+    return np.atleast_1d(d)
+
+
+def _max_abs(arrays, reference, where, params):
+    d = _d(arrays, reference, where)
+    return float(np.abs(d).max()) if d.size else 0.0
+
+
+def _relative(arrays, reference, where, params):
+    d = _d(arrays, reference, where)
+    scale = np.broadcast_to(reference.astype(np.float64), arrays[0].shape)
+    if where is not None:
+        scale = scale[np.broadcast_to(where.astype(bool), scale.shape)]
+    norm = float(np.linalg.norm(scale))
+    return float(np.linalg.norm(d)) / norm if norm > 0 else float("inf")
+
+
+def _mean(arrays, reference, where, params):
+    d = _d(arrays, reference, where)
+    return float(d.mean()) if d.size else float("nan")
+
+
+def _std(arrays, reference, where, params):
+    d = _d(arrays, reference, where)
+    return float(d.std(ddof=1)) if d.size > 1 else float("nan")
+
+
+def _beyond(arrays, reference, where, params):
+    d = _d(arrays, reference, where)
+    return float((np.abs(d) > float(params["threshold"])).mean()) if d.size else float("nan")
+
+
+def _std_of_row_means(arrays, reference, where, params):
+    if where is not None:
+        raise ValueError("std_of_row_means takes no where")
+    rows = _d(arrays, reference, None).reshape(arrays[0].shape).mean(axis=-1).ravel()
+    return float(rows.std(ddof=1)) if rows.size > 1 else float("nan")
+
+
+def _masked_copy(arrays, reference, where, params):
+    out, mask = arrays[0].astype(np.float64), arrays[1].astype(bool)
+    expected = np.where(mask, 0.0, np.broadcast_to(reference.astype(np.float64), out.shape))
+    return float(np.abs(out - expected).max()) if out.size else 0.0
+
+
+def _dtype(arrays, reference, where, params):
+    return 1.0 if str(arrays[0].dtype) in params["dtypes"] else 0.0
+
+
+def _round_off(arrays, reference, where, params):
+    value = arrays[0].astype(np.float64)
+    return float(np.abs(value - value.astype(np.float32).astype(np.float64)).max()) if value.size else 0.0
+
+
+def _length(arrays, reference, where, params):
+    value = arrays[0]
+    axis = int(params["axis"])
+    return float(value.shape[axis]) if -value.ndim <= axis < value.ndim else 0.0
+
+
+def _mismatches(arrays, reference, where, params):
+    a, b = arrays
+    if a.shape != b.shape:
+        return float(max(a.size, b.size, 1))
+    return float(np.count_nonzero(a != b))
+
+
+def _distinct_rows(arrays, reference, where, params):
+    value = arrays[0]
+    return float(len({row.tobytes() for row in value.reshape(len(value), -1)})) if value.ndim else 1.0
+
+
+def _eos_mismatches(arrays, reference, where, params):
+    tokens, expected, eos = arrays[0], reference, int(params["eos"])
+    if tokens.ndim != 2 or tokens.shape[0] != expected.shape[0]:
+        return float(expected.shape[0]), f"expected {expected.shape[0]} rows of tokens, got shape {tokens.shape}"
+    bad = 0
+    for mine, theirs in zip(tokens.tolist(), expected.tolist()):
+        end = theirs.index(eos) + 1 if eos in theirs else len(theirs)
+        bad += mine[:end] != theirs[:end] or (params.get("after_eos") == "eos" and any(t != eos for t in mine[end:]))
+    return float(bad)
+
+
+def filtered_distribution(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
+    """The next-token distribution the summarization text defines: logits / temperature, only the
+    ``top_k`` largest (ties at the k-th kept), then the most likely tokens until their probability
+    reaches ``top_p`` (each token kept while the mass before it is below p), renormalized."""
+    z = np.asarray(logits, dtype=np.float64) / float(temperature)
+    if top_k is not None:
+        z = np.where(z < np.sort(z)[::-1][int(top_k) - 1], -np.inf, z)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    if top_p is not None:
+        order = np.argsort(-p, kind="stable")
+        before = np.cumsum(p[order]) - p[order]
+        kept = np.zeros_like(p, dtype=bool)
+        kept[order[before < float(top_p)]] = True
+        p = np.where(kept, p, 0.0)
+        p /= p.sum()
+    return p
+
+
+def _distributions(draws, logits, params):
+    draws = draws.reshape(-1, draws.shape[-1]) if draws.ndim > 1 else draws[None]
+    logits = logits.reshape(-1, logits.shape[-1])
+    if draws.shape[0] != logits.shape[0] or draws.dtype.kind not in "iu":
+        raise _Refused(f"expected integer draws with {logits.shape[0]} row(s), got {draws.dtype} of shape {draws.shape}")
+    options = [params.get(name) or [None] * len(logits) for name in ("temperature", "top_k", "top_p")]
+    return draws, [filtered_distribution(row, t or 1.0, k, p) for row, t, k, p in zip(logits, *options)]
+
+
+def _frequency_error(arrays, reference, where, params):
+    draws, distributions = _distributions(arrays[0], reference, params)
+    worst = 0.0
+    for row, p in zip(draws, distributions):
+        inside = row[(row >= 0) & (row < len(p))]
+        frequency = np.bincount(inside, minlength=len(p))[:len(p)] / max(len(row), 1)
+        worst = max(worst, float(np.abs(frequency - p).max()), float(1 - len(inside) / max(len(row), 1)))
+    return worst
+
+
+def _draws_outside(arrays, reference, where, params):
+    draws, distributions = _distributions(arrays[0], reference, params)
+    outside = 0
+    for row, p in zip(draws, distributions):
+        inside = (row >= 0) & (row < len(p))
+        outside += int((~inside).sum()) + int((p[row[inside]] == 0).sum())
+    return float(outside)
+
+
+class _Refused(ValueError):
+    """Raised by a measure for values it cannot measure; its text is the student's message."""
+
+
+#: The measures the judge applies to raw values: name -> :class:`Measure` (``None`` for "value",
+#: a single number taken as it is: what the student's function returned, a loss or an accuracy).
+MEASURES: dict[str, Measure | None] = {
+    "value": None,
+    "max_abs_difference": Measure("the largest difference is", _max_abs, difference=True),
+    "relative_error": Measure("the relative error is", _relative, arrays=(1,), reference="required"),
+    "mean_difference": Measure("the mean is", _mean),
+    "std_difference": Measure("the standard deviation is", _std),
+    "fraction_beyond": Measure("the fraction beyond the threshold is", _beyond, params=("threshold",)),
+    "std_of_row_means": Measure("the standard deviation of the rows' means is", _std_of_row_means),
+    "masked_copy": Measure("the largest distance from the masked input is", _masked_copy, arrays=(2,),
+                           reference="required"),
+    "dtype": Measure("dtype match", _dtype, arrays=(1,), reference="none", params=("dtypes",)),
+    "float32_round_off": Measure("the largest change by rounding to float32 is", _round_off, arrays=(1,),
+                                 reference="none"),
+    "length": Measure("the length is", _length, arrays=(1,), reference="none", shapes="free", params=("axis",)),
+    "mismatches": Measure("the entries that differ are", _mismatches, arrays=(2,), reference="none",
+                          shapes="free", elementwise=False),
+    "distinct_rows": Measure("the number of different rows is", _distinct_rows, arrays=(1,), reference="none"),
+    "eos_mismatches": Measure("the rows that differ are", _eos_mismatches, arrays=(1,), reference="required",
+                              shapes="free", params=("eos",), elementwise=False),
+    "frequency_error": Measure("the largest frequency error is", _frequency_error, arrays=(1,),
+                               reference="required", elementwise=False),
+    "draws_outside": Measure("the draws outside the distribution are", _draws_outside, arrays=(1,),
+                             reference="required", elementwise=False),
+}
+
+
+# ----------------------------------------------------------------------------- judging
+def decode(record: dict):
+    """An encoded array back as numpy (numbers and booleans only: a collected line is the student's)."""
+    dtype = np.dtype(record["dtype"])
+    if dtype.kind not in "biuf":
+        raise ValueError(f"dtype {dtype} is not a number type")
+    return np.asarray(record["data"], dtype=dtype).reshape(record["shape"])
+
+
+def bounds(v: float, spec: dict, what: str) -> str | None:
+    if not np.isfinite(v):
+        return f"{what} {v}, expected a finite number"
+    if spec.get("low") is not None and v < spec["low"]:
+        return f"{what} {v:.4g}, must be at least {spec['low']:g}"
+    if spec.get("high") is not None and v > spec["high"]:
+        return f"{what} {v:.4g}, must be at most {spec['high']:g}"
+    return None
+
+
+_WHICH = ("the first ", "the second ", "the third ")
+
+
+def judge_measure(spec: dict, got: dict) -> str | None:
+    """A measure of raw values: arrays from the student; reference, mask, params, bounds from ``spec``."""
+    rule = MEASURES.get(spec["measure"])
+    if rule is None:
+        raise ValueError(f"unknown measure {spec['measure']!r} in golden file")
+    count = len(spec["shapes"])
+    items = got.get("items") if got.get("kind") == "values" else [got]
+    if not isinstance(items, list) or len(items) != count:
+        return {1: "expected one array", 2: "expected a pair of arrays"}.get(count, f"expected {count} arrays")
+    arrays = []
+    for n, (item, shape) in enumerate(zip(items, spec["shapes"])):
+        which = _WHICH[n] if count > 1 else ""
+        if rule.text:
+            if not isinstance(item, dict) or item.get("kind") != "str" or not isinstance(item.get("value"), str):
+                return f"{which}value is not a string"
+            arrays.append(item["value"])
+            continue
+        if not isinstance(item, dict) or item.get("kind") != "array":
+            return f"{which}value is not a number or array"
+        value = decode(item)
+        if rule.shapes == "recorded" and value.shape != tuple(shape):
+            return f"{which}value has shape {value.shape} but the reference has shape {tuple(shape)}"
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            return f"{which}value holds a non-finite number (nan or inf)"
+        arrays.append(value)
+    if rule.elementwise and count == 2 and arrays[0].shape != arrays[1].shape:
+        return f"the two values have shapes {arrays[0].shape} and {arrays[1].shape}"
+    reference = decode(spec["reference"]) if "reference" in spec else None
+    where = decode(spec["where"]) if "where" in spec else None
+    try:
+        result = rule.compute(arrays, reference, where, spec.get("params") or {})
+    except _Refused as why:
+        return str(why)
+    number, detail = result if isinstance(result, tuple) else (result, "")
+    message = bounds(number, spec, rule.says)
+    return f"{message} ({detail})" if message and detail else message
+
+
+def measure_parts(key: str, rule: Measure, got: dict, reference: Any, where: Any, params: dict | None,
+                  encode: Callable) -> dict:
+    """What the golden file holds for a measure besides its bounds (the raw values' shapes, the
+    reference, the mask, the params), checked to fit together: a test's mistake shows at build."""
+    items = got["items"] if got["kind"] == "values" else [got]
+    if any(item["kind"] != ("str" if rule.text else "array") for item in items):
+        raise TypeError(f"{key}: this measure takes {'strings' if rule.text else 'numbers or arrays, not strings'}")
+    parts: dict = {"shapes": [item.get("shape") for item in items]}
+    for name, given in (("reference", reference), ("where", where)):
+        if given is None:
+            continue
+        parts[name] = encode(given)
+        if parts[name]["kind"] != "array":
+            raise TypeError(f"{key}: the {name} must be numbers")
+    if "where" in parts and parts["where"]["dtype"] != "bool":
+        raise TypeError(f"{key}: where must be a boolean tensor or array")
+    if params:
+        try:
+            parts["params"] = json.loads(json.dumps(params, allow_nan=False))
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{key}: params must be JSON numbers, strings, lists and dicts ({err})") from None
+    if rule.elementwise and not rule.text:
+        shapes = {tuple(shape) for shape in parts["shapes"]}
+        if len(shapes) != 1:
+            raise ValueError(f"{key}: the measure's arrays have different shapes {sorted(shapes)}")
+        shape = next(iter(shapes))
+        for name in ("reference", "where"):
+            if name in parts:
+                own = tuple(parts[name]["shape"])
+                try:
+                    fits = np.broadcast_shapes(own, shape) == shape
+                except ValueError:
+                    fits = False
+                if not fits:
+                    raise ValueError(f"{key}: {name} of shape {own} does not broadcast to the values' shape {shape}")
+    return parts
+
+
+def check_call(measure: Any, count: int, reference: Any, where: Any, params: dict | None) -> Measure | None:
+    """The rule of ``measure``, after checking that a call fits it (in every mode, at the call)."""
+    rule = MEASURES.get(measure, False) if isinstance(measure, str) else False
+    if rule is False:
+        raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
+    if rule is None:
+        if reference is not None or where is not None or params:
+            raise ValueError('measure="value" takes one number: no reference, no where, no params')
+        return None
+    if rule.reference == "required" and reference is None:
+        raise ValueError(f"measure {measure!r} needs a reference")
+    if rule.difference and (count == 2) == (reference is not None):
+        raise ValueError(f"measure {measure!r} takes a pair of arrays, or one array and a reference")
+    if count not in rule.arrays:
+        wanted = " or ".join({1: "one array", 2: "a pair of arrays"}.get(n, f"{n} arrays") for n in rule.arrays)
+        raise ValueError(f"measure {measure!r} takes {wanted} (several as a tuple)")
+    if rule.reference == "none" and reference is not None:
+        raise ValueError(f"measure {measure!r} takes no reference")
+    missing = [name for name in rule.params if name not in (params or {})]
+    if missing:
+        raise ValueError(f"measure {measure!r} needs params {', '.join(missing)}")
+    return rule
+
+
+from .assignment_measures import MEASURES as _ASSIGNMENT_MEASURES  # noqa: E402 (they use Measure above)
+
+MEASURES.update(_ASSIGNMENT_MEASURES)

@@ -32,7 +32,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from helpers.core.contract import GOLDEN_FILE_ENV as FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
+from helpers.core.contract import (GOLDEN_FILE_ENV as FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV,
+                                   WAIT_POLICY, WAIT_POLICY_ENV)
 from helpers.core.golden import FORMAT_VERSION
 
 from . import master
@@ -269,7 +270,7 @@ def _build_quietly(root: str, slug: str, threads: int) -> tuple[Autograder, list
     """One build in a worker process: its result and what it would have printed. Its kernels get
     their share of the cores, and idle OpenMP threads sleep instead of spinning against the other
     build's."""
-    os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **{WAIT_POLICY_ENV: WAIT_POLICY})
     said: list[str] = []
     return build(Layout(Path(root)), slug, log=said.append), said
 

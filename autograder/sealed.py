@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.core.contract import ASSETS_ENV, GOLDEN_FILENAME, MODEL_CACHE_ENV as CACHE_ENV, SETTING_ENV, SUBMISSION_ENV
+from helpers.core.contract import (ASSETS_ENV, GOLDEN_FILENAME, MODEL_CACHE_ENV as CACHE_ENV, SETTING_ENV, SUBMISSION_ENV,
+                                   WAIT_POLICY, WAIT_POLICY_ENV)
 from helpers.core.golden import judge
 from helpers.core.models import model_cache_dir
 
@@ -171,7 +172,7 @@ def sandbox_environment(venv_bin: Path, threads: int) -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
-        "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads sleep: jobs share the cores without spinning
+        WAIT_POLICY_ENV: WAIT_POLICY,  # idle OpenMP threads sleep: jobs share the cores without spinning
         SETTING_ENV: "grading",
     }
 

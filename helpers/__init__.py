@@ -3,6 +3,8 @@
 It holds what students should not have to write; it never holds a solution.
 """
 
+# First, before anything loads torch: how its threads share the CPU (see helpers.cpu).
+from .cpu import threading_policy  # noqa: I001
 from .core.golden import GoldenMismatch, expect, expect_between
 from .plots import plot_attention
 from .progress import progress

@@ -36,25 +36,22 @@ def _from_environment() -> str | None:
     return None
 
 
-def seed_everything(seed: int = 0) -> torch.Generator:
-    """Seed Python, NumPy and torch (CPU and every GPU) and return a seeded torch generator.
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy and torch (CPU and every GPU).
+
+    Returns nothing, so a cell that ends with it prints nothing; code that wants a stream of its
+    own makes one: ``torch.Generator().manual_seed(seed)``.
 
     Parameters
     ----------
     seed : int
         Any non-negative integer.
-
-    Returns
-    -------
-    torch.Generator
-        A CPU generator seeded with ``seed``, for code that wants its own stream.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
-    return torch.Generator().manual_seed(seed)
 
 
 def get_device(prefer: str | None = None) -> torch.device:

@@ -23,3 +23,8 @@ MODEL_CACHE_ENV = "COURSE_MODEL_CACHE"
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
 SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"
 ASSETS_ENV = "COURSE_ASSETS_DIR"
+#: OpenMP's wait policy for every kernel that trains: idle threads sleep instead of spinning.
+#: PyTorch's default spinning made training 10-20x slower beside one other busy program;
+#: OpenMP reads this once, when torch loads it. The notebooks (``helpers.cpu``), the build and
+#: the sandbox all set it.
+WAIT_POLICY_ENV, WAIT_POLICY = "OMP_WAIT_POLICY", "PASSIVE"

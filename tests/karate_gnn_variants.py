@@ -303,6 +303,44 @@ def train_semi_supervised(model, A_hat, X, labels, train_nodes, epochs, lr, weig
 ]
 
 
+#: Implements nothing: every graded function and model returns zeros of the right shape, training
+#: returns losses of 0, and the course's gradcheck helper says True (a helper runs in the kernel too).
+IMPLEMENTS_NOTHING = """
+import torch, torch.nn as nn, helpers.karate_gnn as karate
+def add_self_loops(A):
+    return torch.zeros_like(A)
+normalize_adjacency = add_self_loops
+class GCNLayer(nn.Module):
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.zeros(in_dim, out_dim)), nn.Parameter(torch.zeros(out_dim))
+    def forward(self, A_hat, X):
+        return torch.zeros(X.shape[0], self.weight.shape[1], dtype=X.dtype)
+def gcn_layer_backward(A_hat, X, weight, grad_out):
+    return torch.zeros_like(X), torch.zeros_like(weight), torch.zeros(weight.shape[1], dtype=X.dtype)
+class GCN(nn.Module):
+    def __init__(self, in_dim, hidden_dims=(16, 2), num_classes=2):
+        super().__init__()
+        dims = (in_dim, *hidden_dims)
+        self.layers = nn.ModuleList(GCNLayer(a, b) for a, b in zip(dims, dims[1:]))
+        self.readout = nn.Linear(dims[-1], num_classes)
+    def embed(self, A_hat, X):
+        return torch.zeros(X.shape[0], self.layers[-1].weight.shape[1])
+    def forward(self, A_hat, X):
+        return torch.zeros(X.shape[0], self.readout.out_features)
+def train_semi_supervised(model, A_hat, X, labels, train_nodes, epochs, lr, weight_decay=5e-4, on_epoch=None):
+    return [0.0] * epochs
+_forged = {name: globals()[name] for name in ("add_self_loops", "normalize_adjacency", "GCNLayer",
+           "gcn_layer_backward", "GCN", "train_semi_supervised")}
+karate.gradcheck_gcn = lambda *args, **kwargs: True
+"""
+
+#: The hidden tests that rest on properties alone, passed by ``adversarial.forges_the_collected_values``
+#: and by a trivial honest function: training that never looks at the labels of the test members
+#: (the smallest: one that does not train) changes nothing when they are shuffled.
+FORGEABLE_PROPERTIES = {"test_training_hidden_no_label_leak"}
+
+
 # A notebook takes about 15 s to grade: known-wrong variants share notebooks where no test one must fail
 # reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
 pack_wrong(WRONG, master("karate_gnn"))

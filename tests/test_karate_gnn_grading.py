@@ -3,7 +3,10 @@ baseline in ``helpers``. Its build and grading batch are checked in ``test_assig
 
 import torch
 
+from adversarial import grade_forgeries
+from conftest import LIMITS
 from helpers.karate_gnn import accuracy, label_propagation, load_karate_club
+from karate_gnn_variants import FORGEABLE_PROPERTIES
 from student_run import printed
 
 SLUG = "karate_gnn"
@@ -29,3 +32,12 @@ def test_label_propagation_baseline_uses_node_order():
     club = load_karate_club()
     correct, total = accuracy(label_propagation(club), club.labels, club.test_nodes)
     assert total == 32 and correct >= 30  # harmonic function from the two labels: only member 8 is hard
+
+
+def test_forgeries_pass_only_what_trivial_functions_pass(layout, assignment_batch, tmp_path):
+    """Issue 35: a notebook that implements nothing and makes every number computed in its kernel lie
+    passes no hidden test (it passed 3 of 15 points before the property checks were judged from raw
+    values); one that also sends what each property accepts passes only the no-leak test, which any
+    training that looks at the labelled members alone passes honestly."""
+    passed = grade_forgeries(layout, SLUG, assignment_batch(SLUG).folder / "samples" / "blank.ipynb", tmp_path, LIMITS)
+    assert passed == {"every_number": set(), "collected_values": FORGEABLE_PROPERTIES}

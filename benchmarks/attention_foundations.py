@@ -21,6 +21,7 @@ import time
 import torch
 
 from helpers.attention_foundations import VOCAB, BottleneckDecoder, Encoder, Seq2Seq, exact_match_by_length, train_seq2seq
+from busy import compare_when_asked
 from reference import load_reference, notebook_seconds
 
 SLUG = "attention_foundations"
@@ -76,4 +77,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

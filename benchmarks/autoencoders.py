@@ -18,6 +18,7 @@ import torch
 
 from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic,
                                   principal_angle_cosines, run_probe_grid)
+from busy import compare_when_asked
 from reference import load_reference, notebook_seconds
 
 SLUG = "autoencoders"
@@ -81,4 +82,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

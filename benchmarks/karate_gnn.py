@@ -12,6 +12,7 @@ import torch
 
 from helpers import seed_everything
 from helpers.karate_gnn import accuracy, label_propagation, load_karate_club
+from busy import compare_when_asked
 from reference import load_reference, notebook_seconds
 
 SLUG = "karate_gnn"
@@ -43,4 +44,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

@@ -22,7 +22,10 @@ matplotlib.use("Agg")
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from busy import compare_when_asked  # noqa: E402
 from reference import REPO, load_reference, notebook_seconds  # noqa: E402
+
+SLUG = "kernel_attention"
 
 from helpers.kernel_attention import (  # noqa: E402
     causal_mask,
@@ -86,4 +89,5 @@ def rff_error(ref: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

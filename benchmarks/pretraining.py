@@ -18,6 +18,7 @@ import re
 
 import nbformat
 
+from busy import compare_when_asked
 from reference import run_solved_notebook
 
 SLUG = "pretraining"
@@ -93,4 +94,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

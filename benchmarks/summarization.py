@@ -28,6 +28,7 @@ from helpers import seed_everything
 from helpers.summarization import (build_vocabulary, batches, lead_summary, make_corpus, rouge_table, summarize,
                                    plot_losses, time_decoding, time_training_steps, train_summarizer,
                                    use_performer_attention)
+from busy import compare_when_asked
 from reference import load_reference, notebook_seconds, run_solved_notebook
 
 SLUG = "summarization"
@@ -145,6 +146,7 @@ def quick() -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="time the quick notebook and print what a student reads from it")
-    quick() if parser.parse_args().quick else main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        parser.add_argument("--quick", action="store_true", help="time the quick notebook and print what a student reads from it")
+        quick() if parser.parse_args().quick else main()

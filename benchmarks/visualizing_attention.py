@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from busy import compare_when_asked
 from reference import REPO
 
 SLUG = "visualizing_attention"
@@ -78,4 +79,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not compare_when_asked(SLUG):  # --quick --busy: idle and beside a busy program (benchmarks/busy.py)
+        main()

@@ -1,0 +1,115 @@
+"""A notebook's time on an idle machine and beside one busy program, side by side (issue 36).
+
+A student's laptop is never idle: a browser, a video call, a second kernel. This runs the solved
+student notebook top to bottom in a fresh kernel, started as JupyterLab starts one (no thread
+settings in its environment: the notebook's own first cell must choose them), first on the idle
+machine, then beside one CPU-bound program that the benchmark starts and stops (bounded in time).
+It prints the whole notebook's time and its training time (the cells sized by ``budget()``) for
+both, and their ratio; the target is a busy run within 1.6x of the idle one on 2 cores.
+
+Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
+full setting). The figures are recorded in ``benchmarks/figures.json``, where the README's table
+and the notebooks' stated times come from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from reference import REPO, run_solved_notebook
+
+FIGURES = REPO / "benchmarks" / "figures.json"
+TARGET_RATIO = 1.6
+THREAD_SETTINGS = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GOMP_SPINCOUNT")
+
+
+@contextmanager
+def busy_neighbour(limit_seconds: float):
+    """One single-threaded CPU-bound program beside the notebook; it stops by itself after
+    ``limit_seconds`` if the benchmark dies."""
+    loop = f"import time\nend = time.monotonic() + {limit_seconds:.0f}\nwhile time.monotonic() < end:\n    pass\n"
+    neighbour = subprocess.Popen([sys.executable, "-c", loop])
+    try:
+        yield neighbour
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def _seconds(cell) -> float:
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    return (dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
+            - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def training_seconds(nb) -> float:
+    """Seconds spent in the cells that size themselves by the setting (``budget(...)``): training
+    and timing, the part of a notebook that a slow laptop stretches."""
+    return sum(_seconds(cell) for cell in nb.cells if cell.cell_type == "code" and "budget(" in cell.source)
+
+
+def run_as_a_student(slug: str, setting: str) -> tuple[float, float]:
+    """(whole notebook, training) seconds of the solved notebook in a kernel whose environment has
+    no thread settings, as a student's JupyterLab would start it."""
+    saved = {key: os.environ.pop(key) for key in THREAD_SETTINGS if key in os.environ}
+    try:
+        seconds, nb = run_solved_notebook(slug, setting)
+    finally:
+        os.environ.update(saved)
+    return seconds, training_seconds(nb)
+
+
+def compare(slug: str, setting: str) -> dict:
+    """Run idle, then beside a busy program; print both and record them in figures.json."""
+    cores = len(os.sched_getaffinity(0))
+    print(f"{slug}, {setting} setting, {cores} cores: idle run ...", flush=True)
+    idle = run_as_a_student(slug, setting)
+    print(f"  idle: notebook {idle[0]:.0f} s, training {idle[1]:.0f} s; now beside one busy program ...", flush=True)
+    with busy_neighbour(limit_seconds=10 * idle[0] + 300):
+        busy = run_as_a_student(slug, setting)
+    ratio = busy[0] / idle[0]
+    print(f"\n{'':22}{'idle':>9}{'busy':>9}{'busy/idle':>11}")
+    print(f"{'whole notebook (s)':22}{idle[0]:9.0f}{busy[0]:9.0f}{ratio:11.2f}")
+    print(f"{'training cells (s)':22}{idle[1]:9.0f}{busy[1]:9.0f}{busy[1] / max(idle[1], 1e-9):11.2f}")
+    print(f"target: busy within {TARGET_RATIO}x of idle: {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
+    figures = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
+    figures.setdefault(slug, {})[setting] = {
+        "notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1),
+        "busy_notebook_seconds": round(busy[0], 1), "busy_training_seconds": round(busy[1], 1),
+        "cores": cores, "measured": dt.date.today().isoformat(),
+    }
+    FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+    return figures[slug][setting]
+
+
+def compare_when_asked(slug: str) -> bool:
+    """If the command line says ``--busy``, run the comparison and return True (the script's own
+    benchmark is then skipped); ``--quick`` or ``--full`` picks the setting (quick by default)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--busy", action="store_true")
+    parser.add_argument("--full", action="store_true")
+    args, _ = parser.parse_known_args()
+    if not args.busy:
+        return False
+    compare(slug, "full" if args.full else "quick")
+    return True
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("slugs", nargs="*", help="assignments (default: all seven)")
+    parser.add_argument("--full", action="store_true", help="the full setting instead of the quick one")
+    args = parser.parse_args()
+    slugs = args.slugs or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+    for slug in slugs:
+        compare(slug, "full" if args.full else "quick")

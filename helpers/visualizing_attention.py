@@ -9,6 +9,8 @@ compute. The models come from :mod:`helpers.models`; bertviz's views from
 
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -155,21 +157,44 @@ def plot_query_key(q: torch.Tensor, k: torch.Tensor, tokens: Sequence[str], posi
 
 
 def plot_head_scores(scores: dict[str, torch.Tensor], *, title: str = "what each head attends to"):
-    """One heatmap per score, layers down and heads across, on a common 0..1 colour scale."""
+    """One heatmap per score, layers down and heads across, on a common 0..1 colour scale.
+
+    The panels are laid out three to a row (two when there are four, one row when there are at
+    most three), sized so that a notebook shows them without zooming: 9 pt tick labels, and the
+    figure's height fitted to the panels' shape, so no empty band is left around them.
+    """
     for name, score in scores.items():
         check_tensor(name, score, ndim=2)
-    fig, axes = plt.subplots(1, len(scores), figsize=(2.7 * len(scores) + 1, 3.3), squeeze=False, layout="constrained")
-    for ax, (name, score) in zip(axes[0], scores.items()):
+    if not scores:
+        raise ValueError("scores is empty: pass at least one (layers, heads) score")
+    count = len(scores)
+    ncols = 2 if count == 4 else min(3, count)
+    nrows = math.ceil(count / ncols)
+    layers, heads = next(iter(scores.values())).shape
+    width = 9.5
+    spare = nrows * ncols > count  # an empty slot holds the colourbar; else it stands on the right
+    panel = (width - (0.8 if spare else 2.0)) / ncols  # inches per panel, margins (and colourbar) taken off
+    row_height = panel * layers / heads + 0.7  # the map, its title, its tick labels and axis label
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, nrows * row_height + 0.35), squeeze=False,
+                             layout="constrained")
+    shown = list(axes.flat)
+    for ax, (name, score) in zip(shown, scores.items()):
         image = ax.imshow(score.detach().float(), vmin=0, vmax=1, cmap="viridis")
-        ax.set_title(name.replace("_", " "))
-        ax.set_xlabel("head")
-        if ax is axes[0][0]:
-            ax.set_ylabel("layer")
+        ax.set_title(name.replace("_", " "), fontsize=11)
+        ax.set_xlabel("head", fontsize=10)
+        ax.set_ylabel("layer", fontsize=10)
         ax.set_xticks(range(score.shape[1]))
         ax.set_yticks(range(score.shape[0]))
-        ax.tick_params(labelsize=7)
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="mean attention weight")
-    fig.suptitle(title)
+        ax.tick_params(labelsize=9, length=2, pad=2)
+    for ax in shown[count:]:
+        ax.set_axis_off()
+    if spare:
+        bar = shown[count].inset_axes([0.1, 0.55, 0.8, 0.12])
+        fig.colorbar(image, cax=bar, orientation="horizontal", label="mean attention weight")
+        bar.tick_params(labelsize=9)
+    else:
+        fig.colorbar(image, ax=shown, shrink=0.9, aspect=30, label="mean attention weight")
+    fig.suptitle(title, fontsize=12)
     return fig
 
 

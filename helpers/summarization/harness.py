@@ -3,6 +3,7 @@ learning curves, equal-work step timing, writing summaries, and the plot of Part
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -16,7 +17,7 @@ from .corpus import Article, Corpus
 from .vocabulary import Vocabulary, batches
 
 __all__ = ["rouge", "rouge_table", "print_rouge", "History", "mean_loss", "train_summarizer", "time_training_steps",
-           "plot_losses", "summarize", "plot_masks"]
+           "plot_losses", "summarize", "plot_masks", "plot_cross_attention"]
 
 # ---------------------------------------------------------------------------------------------
 # Evaluation
@@ -128,29 +129,68 @@ def time_training_steps(models: dict, corpus: Corpus, vocab: Vocabulary, loss_fn
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 
+def _draw_losses(ax, histories, labels, colours, last_step: int | None = None) -> list[float]:
+    """Training and validation losses of ``histories`` on ``ax``, up to ``last_step``; the values drawn."""
+    drawn = []
+    for history, label, colour in zip(histories, labels, colours):
+        train = list(history.train[:last_step] if last_step else history.train)
+        val = [(step, loss) for step, loss in history.val if last_step is None or step <= last_step]
+        steps = range(1, len(train) + 1)
+        # the window adapts to the run: about 30 windows over it, so a short run keeps its points
+        window = max(1, len(history.train) // 30)
+        if len(train) <= 60 or window == 1:  # few steps: every step is a point worth seeing
+            ax.plot(steps, train, "-", marker=".", markersize=5, color=colour, lw=1.0, label=f"{label}: training")
+        else:
+            ax.plot(steps, train, "-", color=colour, alpha=0.25, lw=0.8)
+            smooth = [sum(train[max(0, i - window + 1): i + 1]) / len(train[max(0, i - window + 1): i + 1])
+                      for i in range(len(train))]
+            ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean of {window} steps)")
+        if val:
+            ax.plot(*zip(*val), "o--", color=colour, markersize=6, markerfacecolor="white", markeredgewidth=1.5,
+                    label=f"{label}: validation")
+        drawn += [*train, *(loss for _, loss in val)]
+    return drawn
+
+
 def plot_losses(*histories: History, labels: Sequence[str] = ("softmax attention",), ax=None):
     """Training loss per step (and its running mean) and validation loss, one colour per history.
 
-    The legend sits below the axes, where it covers no curve."""
+    A run of a few dozen steps is drawn point by point, its validation losses as open circles. When
+    one run is much shorter than another (the Performer's 30 quick steps beside 1,500), a second
+    panel shows the first steps of every run, where the short one can be compared. The legend sits
+    below the axes, where it covers no curve. Returns the axes of the whole runs."""
     import matplotlib.pyplot as plt
 
+    colours = ["tab:blue", "tab:orange", "tab:green"]
+    lengths = [len(h.train) for h in histories]
+    short = min(lengths, default=0)
+    zoom = ax is None and len(histories) > 1 and 0 < short and 5 * short <= max(lengths)
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.2 + 0.3 * len(histories)))
-    for history, label, colour in zip(histories, labels, ["tab:blue", "tab:orange", "tab:green"]):
-        steps = range(1, len(history.train) + 1)
-        ax.plot(steps, history.train, "-", color=colour, alpha=0.25, lw=0.8)
-        window = max(1, len(history.train) // 30)
-        smooth = [sum(history.train[max(0, i - window + 1): i + 1]) / len(history.train[max(0, i - window + 1): i + 1])
-                  for i in range(len(history.train))]
-        ax.plot(steps, smooth, "-", color=colour, label=f"{label}: training (running mean of {window} steps)"
-                if window > 1 else f"{label}: training")
-        ax.plot(*zip(*history.val), "o--", color=colour, label=f"{label}: validation")
+        if zoom:
+            _, (ax, first) = plt.subplots(1, 2, figsize=(10, 4.2 + 0.3 * len(histories)),
+                                          gridspec_kw={"width_ratios": [3, 2]})
+        else:
+            _, ax = plt.subplots(figsize=(7, 4.2 + 0.3 * len(histories)))
+    drawn = _draw_losses(ax, histories, labels, colours)
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy per summary token")
-    loss_axis(ax, [v for h in histories for v in [*h.train, *(loss for _, loss in h.val)]])  # log with plain labels: the late, small improvements are where models differ
+    loss_axis(ax, drawn)  # log with plain labels: the late, small improvements are where models differ
     ax.set_title("Learning curves")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(histories)), fontsize=9, frameon=False)
+    if zoom:
+        # the first steps of every run, at the short run's scale
+        first_drawn = _draw_losses(first, histories, labels, colours, last_step=short)
+        first.set_xlabel("training step")
+        loss_axis(first, first_drawn)
+        first.set_title(f"the first {short} steps")
+        first.grid(alpha=0.3)
+        handles, names = ax.get_legend_handles_labels()
+        ax.figure.legend(handles, names, loc="lower center", ncol=min(2, len(histories)), fontsize=9, frameon=False)
+        rows = math.ceil(len(names) / min(2, len(histories)))
+        ax.figure.tight_layout(rect=(0, (0.12 + 0.2 * rows) / ax.figure.get_figheight(), 1, 1))
+    else:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(histories)), fontsize=9,
+                  frameon=False)
     return ax
 
 
@@ -187,26 +227,100 @@ def print_rouge(tables: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 def plot_masks(masks: dict, row: int = 0):
-    """Row ``row`` of batched masks, (B, T) or (B, Tq, Tk), side by side: white where attention is allowed."""
+    """Row ``row`` of batched masks, (B, T) or (B, Tq, Tk): white where attention is allowed.
+
+    A one-row mask (a padding mask) is drawn as a short strip across the figure; the square masks
+    stand side by side below it, every cell a square of the same size, so their shapes compare."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
 
     two_colours = ListedColormap(["black", "white"])  # a mask has two values: masked, allowed
-    fig, axes = plt.subplots(1, len(masks), figsize=(3.6 * len(masks) + 1, 3.8), squeeze=False)
-    axes = axes[0]
-    for ax, (name, mask) in zip(axes, masks.items()):
+    picked = {}
+    for name, mask in masks.items():
         m = mask[row]
-        m = m[None] if m.dim() == 1 else m  # a padding mask: one row
-        image = ax.imshow(m.float().numpy(), cmap=two_colours, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
-        ax.set_title(name)
-        ax.set_xlabel("key position" if m.shape[0] > 1 else "token position")
-        ax.set_ylabel("query position" if m.shape[0] > 1 else "")
-        if m.shape[0] == 1:
-            ax.set_yticks([])
-    fig.suptitle(f"Masks of batch row {row} (white: allowed, black: masked)")
-    fig.tight_layout()
-    bar = fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02, ticks=[0.25, 0.75])
-    bar.ax.set_yticklabels(["masked\n(False)", "allowed\n(True)"])
-    bar.set_label("mask value")
+        picked[name] = (m[None] if m.dim() == 1 else m).float()
+    strips = {name: m for name, m in picked.items() if m.shape[0] == 1}
+    grids = {name: m for name, m in picked.items() if m.shape[0] > 1}
+    width = 10.0
+    cell = min(0.12, (width - 1.0 - 0.6 * len(grids)) / max(1, sum(m.shape[1] for m in grids.values())))
+    grid_height = cell * max((m.shape[0] for m in grids.values()), default=0) + 1.0 if grids else 0.0
+    strip_height = 1.0  # a strip of one row, its title and its axis label
+    fig = plt.figure(figsize=(width, strip_height * len(strips) + grid_height + 0.6))
+    layout = fig.add_gridspec(len(strips) + bool(grids), 1,
+                              height_ratios=[strip_height] * len(strips) + ([grid_height] if grids else []))
+    for k, (name, m) in enumerate(strips.items()):
+        ax = fig.add_subplot(layout[k])
+        ax.imshow(m.numpy(), cmap=two_colours, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        ax.set_title(f"{name}: one value per token", fontsize=10)
+        ax.set_xlabel("token position")
+        ax.set_yticks([])
+    if grids:
+        cells = layout[len(strips)].subgridspec(1, len(grids), width_ratios=[m.shape[1] for m in grids.values()])
+        for k, (name, m) in enumerate(grids.items()):
+            ax = fig.add_subplot(cells[k])
+            ax.imshow(m.numpy(), cmap=two_colours, vmin=0, vmax=1, aspect="equal", interpolation="nearest")
+            ax.set_title(name, fontsize=10)
+            ax.set_xlabel("key position")
+            ax.set_ylabel("query position")
+    for ax in fig.axes:  # a grey frame shows where a white mask ends
+        for spine in ax.spines.values():
+            spine.set_edgecolor("gray")
+    fig.suptitle(f"Masks of batch row {row}")
+    fig.legend(handles=[Patch(facecolor="white", edgecolor="gray", label="allowed (True)"),
+                        Patch(facecolor="black", edgecolor="gray", label="masked (False)")],
+               loc="upper right", ncol=2, fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig
 
+
+def plot_cross_attention(weights, summary_pieces: Sequence[str], article_pieces: Sequence[str], *,
+                         title: str = "cross-attention (mean over heads)", max_width: float = 10.0,
+                         font_size: float = 8.0):
+    """Cross-attention weights (summary pieces down, article pieces across) readable at notebook width.
+
+    The figure is at most ``max_width`` inches wide. When the article has more pieces than fit
+    across at ``font_size`` points, it is split into rows of consecutive pieces (every row with
+    the summary's pieces down its side), all on one colour scale, so each label stays legible
+    instead of the figure growing wider.
+
+    Parameters
+    ----------
+    weights : torch.Tensor, shape (T_summary, T_article)
+    summary_pieces, article_pieces : sequence of str
+        Tick labels, one per row and one per column of ``weights``.
+    """
+    import matplotlib.pyplot as plt
+
+    w = torch.as_tensor(weights).detach().float().cpu()
+    while w.dim() > 2 and w.shape[0] == 1:
+        w = w[0]
+    if w.dim() != 2:
+        raise ValueError(f"weights must be (T_summary, T_article), got shape {tuple(w.shape)}")
+    n_q, n_k = w.shape
+    if len(summary_pieces) != n_q or len(article_pieces) != n_k:
+        raise ValueError(f"{len(summary_pieces)} summary and {len(article_pieces)} article labels for weights of "
+                         f"shape {tuple(w.shape)}")
+    label_room = 0.12 * max((len(p) for p in summary_pieces), default=1) * font_size / 8 + 0.5  # inches
+    across = max(1, (max_width - label_room - 1.3) * 72 / (1.25 * font_size))  # pieces per row at this font
+    rows = math.ceil(n_k / across)
+    per_row = math.ceil(n_k / rows)
+    cell_w = min(0.3, (max_width - label_room - 1.3) / per_row)
+    cell_h = max(1.3 * font_size / 72, 0.14)
+    panel_h = n_q * cell_h + 0.12 * max((len(p) for p in article_pieces), default=1) * font_size / 8 + 0.6
+    fig, axes = plt.subplots(rows, 1, figsize=(label_room + per_row * cell_w + 1.3, rows * panel_h + 0.5),
+                             squeeze=False, layout="constrained")
+    high = float(w.max()) if w.numel() else 1.0
+    for r, ax in enumerate(axes[:, 0]):
+        start, stop = r * per_row, min(n_k, (r + 1) * per_row)
+        chunk = torch.full((n_q, per_row), float("nan"))
+        chunk[:, : stop - start] = w[:, start:stop]
+        image = ax.imshow(chunk.numpy(), cmap="viridis", vmin=0.0, vmax=high, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(stop - start), article_pieces[start:stop], rotation=90, fontsize=font_size)
+        ax.set_yticks(range(n_q), summary_pieces, fontsize=font_size)
+        ax.set_xlim(-0.5, per_row - 0.5)
+        ax.set_ylabel("summary piece (written)")
+        ax.set_xlabel("article piece" + (f" {start + 1}-{stop} of {n_k}" if rows > 1 else ""))
+    fig.colorbar(image, ax=axes[:, 0].tolist(), fraction=0.03, pad=0.01, label=f"weight, 0 to {high:.2f}")
+    fig.suptitle(title)
+    return fig

@@ -105,8 +105,13 @@ def plot_attention(weights, *, query_labels: Sequence[str] | None = None,
     if annotate if annotate is not None else max(n_q, n_k) <= 12:
         threshold = low + 0.6 * (high - low)  # light cells (viridis' yellow end) get black text
         cell_decimals = 2 if high - low >= 0.1 or constant else 3
+        # the numbers grow with the cells (7 to 10 pt), so a wide figure shrunk to the notebook's width
+        # keeps them legible
+        box, (fig_w, fig_h) = ax.get_position(), ax.figure.get_size_inches()
+        cell_points = 72 * min(box.width * fig_w / n_k, box.height * fig_h / n_q)
+        text_size = max(7.0, min(10.0, 0.28 * cell_points))
         for i in range(n_q):
             for j in range(n_k):
-                ax.text(j, i, f"{w[i, j]:.{cell_decimals}f}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{w[i, j]:.{cell_decimals}f}", ha="center", va="center", fontsize=text_size,
                         color="black" if w[i, j] > threshold else "white")
     return ax

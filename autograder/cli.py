@@ -1,4 +1,4 @@
-"""The ``course`` command: build, grade, pdf, check and demo."""
+"""The ``course`` command: build, grade, report, pdf, check and demo."""
 
 from __future__ import annotations
 
@@ -103,6 +103,16 @@ def cmd_check(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_report(args) -> int:
+    from .report import main_report
+
+    try:  # the bundle gives the template (the code students were given); a report can do without
+        layout = Layout.find(args.course)
+    except CourseError:
+        layout = None
+    return main_report(args, layout)
+
+
 def cmd_demo(args) -> int:
     from .demo import demo
 
@@ -170,6 +180,16 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("--json", action="store_true", help="print results.json as Gradescope reads it")
     gs.add_argument("--verbose", action="store_true", help="also print what the autograder printed")
     gs.set_defaults(func=cmd_gradescope_check)
+
+    r = sub.add_parser("report", help="one HTML page per assignment: scores, tests that misbehave, common mistakes, "
+                                      "similar submissions")
+    r.add_argument("results", help="a results folder of course grade, or a folder of Gradescope results.json files")
+    r.add_argument("--out", help="the page to write (default RESULTS/report.html; with several assignments "
+                                 "report-<assignment>.html beside it)")
+    r.add_argument("--submissions", help="the folder that was graded, for the code comparison (default: the one "
+                                         "course grade recorded in RESULTS/run.json)")
+    r.add_argument("--assignment", help="report only this assignment (for Gradescope results, its name)")
+    r.set_defaults(func=cmd_report)
 
     c = sub.add_parser("check", help="rebuild into a temp folder, compare with notebooks/, look for leaks")
     c.add_argument("slugs", nargs="*", help="assignments to check (default: all)")

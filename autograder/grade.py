@@ -28,7 +28,7 @@ from helpers.core.models import prepare_bundled_gpt
 
 from .layout import CourseError, Layout
 from .otter_io import possible_points, read_tests
-from .reports import write_atomically, write_reports
+from .reports import limits_record, now, write_atomically, write_reports, write_run_record
 from .sandbox import SandboxLimits, SandboxUnavailable
 from .sealed import Autograder, SandboxPool
 from .submissions import (SLUG_PATTERN, InvalidSubmission, assignment_of, find_submissions, read_submission_notebook,
@@ -109,6 +109,7 @@ class Grader:
         row["possible"] = round(sum(v["possible"] for v in row["questions"].values()), 4)
         row["seconds"] = round(time.perf_counter() - started, 2)
         row["sealed"] = not self.unsafe
+        row["limits"], row["graded_at"] = limits_record(self.limits), now()
         write_atomically(row_path, json.dumps(row, indent=1))
         return row
 
@@ -174,6 +175,7 @@ class Grader:
                 self._pool.close()
         ordered = [rows[p] for p in found]
         write_reports(ordered, self.out)
+        write_run_record(self.out, self.submissions, self.limits, not self.unsafe, self.sandbox_mode)
         return ordered
 
 

@@ -80,6 +80,12 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
             _prepare_models(autograder)
             result = pool.grade(autograder, nbformat.writes(notebook), LIMITS)
         output = gradescope_results(result, time.perf_counter() - started)
+        from .reports import limits_record, now
+
+        # stored by Gradescope with the results, for `course report` on the downloaded files
+        output["extra_data"] = {"assignment": autograder.name, "status": result["status"],
+                                "message": result["message"], "sandbox": result["sandbox"],
+                                "limits": limits_record(LIMITS), "graded_at": now()}
         print(f"{output['score']:g} / {_possible(result):g} points; status {result['status']}; "
               f"graded sealed ({result['sandbox']})")
         return _write(results, output)

@@ -8,7 +8,13 @@ import io
 import json
 import os
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
+
+#: What a grading run records beside its results (``course report`` reads it): where the
+#: submissions are, the limits, the seal and the date. ``RUN_FORMAT`` changes when its meaning does.
+RUN_FILE = "run.json"
+RUN_FORMAT = 1
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:
@@ -39,6 +45,22 @@ def write_reports(rows: list[dict], out: Path) -> None:
     feedback.mkdir(exist_ok=True)
     for row in rows:
         write_atomically(feedback / f"{row['submission']}.txt", feedback_text(row))
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def limits_record(limits) -> dict:
+    """The limits a row was graded under, as the rows and ``run.json`` record them."""
+    return {k: getattr(limits, k) for k in ("timeout", "memory_mb", "processes", "disk_mb")}
+
+
+def write_run_record(out: Path, submissions: Path, limits, sealed: bool, sandbox: str | None) -> None:
+    """``run.json``: what graded this results folder, for ``course report``."""
+    record = {"format": RUN_FORMAT, "submissions": str(submissions), "graded_at": now(),
+              "limits": limits_record(limits), "sealed": sealed, "sandbox_mode": sandbox}
+    write_atomically(out / RUN_FILE, json.dumps(record, indent=1))
 
 
 def feedback_text(row: dict) -> str:

@@ -183,17 +183,22 @@ def plot_embedding_snapshots(snapshots: Sequence[tuple[int, np.ndarray]], club: 
     if not snapshots:
         raise ValueError("no snapshots: pass an EmbeddingRecorder as on_epoch to the training function")
     rows = -(-len(snapshots) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), squeeze=False)
+    # at most about 10 inches wide, so a notebook shows it at its size; the outer panels carry the labels
+    fig, axes = plt.subplots(rows, columns, figsize=(min(3.2, 10.0 / columns) * columns, 2.5 * rows + 0.6),
+                             squeeze=False)
     colors = [COLORS[int(c)] for c in club.labels]
     train = set(club.train_nodes.tolist())
-    for ax, (epoch, emb) in zip(axes.flat, snapshots):
+    for k, (ax, (epoch, emb)) in enumerate(zip(axes.flat, snapshots)):
         others = [i for i in range(len(emb)) if i not in train]
         ax.scatter(emb[others, 0], emb[others, 1], c=[colors[i] for i in others], s=30)
         ax.scatter(emb[sorted(train), 0], emb[sorted(train), 1], c=[colors[i] for i in sorted(train)], marker="s",
                    s=70, edgecolors="black")
-        ax.set_title(f"after epoch {epoch}", fontsize=9)
-        ax.set_xlabel("embedding 1", fontsize=8)
-        ax.set_ylabel("embedding 2", fontsize=8)
+        ax.set_title(f"after epoch {epoch}", fontsize=10)
+        if k + columns >= len(snapshots):  # nothing below it
+            ax.set_xlabel("embedding 1", fontsize=9)
+        if k % columns == 0:
+            ax.set_ylabel("embedding 2", fontsize=9)
+        ax.tick_params(labelsize=9)
         ax.set_xlim(-1.15, 1.15)  # tanh's range, with room for the markers at the corners
         ax.set_ylim(-1.15, 1.15)
         ax.set_xticks([-1, 0, 1])
@@ -223,7 +228,7 @@ def _number_boundary_members(ax, emb: np.ndarray, club: KarateClub, count: int) 
     for rank, i in enumerate(sorted(nearest, key=lambda i: along[i])):
         # alternate sides, so that two members close together keep readable numbers
         offset = (-9, 7) if rank % 2 == 0 else (8, -11)
-        ax.annotate(str(i), emb[i], xytext=offset, textcoords="offset points", fontsize=8,
+        ax.annotate(str(i), emb[i], xytext=offset, textcoords="offset points", fontsize=9,
                     ha="right" if offset[0] < 0 else "left",
                     arrowprops=dict(arrowstyle="-", lw=0.6, color="gray", shrinkA=0, shrinkB=3))
     return len(nearest)

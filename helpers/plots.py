@@ -109,7 +109,7 @@ def plot_attention(weights, *, query_labels: Sequence[str] | None = None,
         # keeps them legible
         box, (fig_w, fig_h) = ax.get_position(), ax.figure.get_size_inches()
         cell_points = 72 * min(box.width * fig_w / n_k, box.height * fig_h / n_q)
-        text_size = max(7.0, min(10.0, 0.28 * cell_points))
+        text_size = max(7.0, min(10.0, cell_points / (0.62 * (cell_decimals + 2) + 0.6)))  # the number fits its cell
         for i in range(n_q):
             for j in range(n_k):
                 ax.text(j, i, f"{w[i, j]:.{cell_decimals}f}", ha="center", va="center", fontsize=text_size,

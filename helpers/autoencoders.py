@@ -202,7 +202,9 @@ def plot_probe_grid(result: GridResult, datasets: Sequence[str] | None = None):
     variants = list(dict.fromkeys(run["variant"] for run in result.runs))
     num_seeds = len({run["seed"] for run in result.runs})
     shifts = {v: 1.06 ** (i - (len(variants) - 1) / 2) for i, v in enumerate(variants)}  # x factors around 1
-    fig, axes = plt.subplots(len(datasets), len(kinds), figsize=(6.2 * len(kinds), 4.3 * len(datasets)),
+    # about 10 inches wide, so a notebook shows it at its size; one legend for all panels, above them
+    fig, axes = plt.subplots(len(datasets), len(kinds), figsize=(min(6.2, 10.4 / len(kinds)) * len(kinds),
+                                                                 3.9 * len(datasets) + 0.5),
                              squeeze=False, sharey="row")
     for row, name in enumerate(datasets):
         base = result.baselines[name]
@@ -221,15 +223,16 @@ def plot_probe_grid(result: GridResult, datasets: Sequence[str] | None = None):
             pca = sorted(base["pca"].items())
             ax.plot([k for k, _ in pca], [a for _, a in pca], color="gray", marker="s", linestyle=":", label="PCA")
             seeds = (f"mean of {num_seeds} seeds, band: min to max" if num_seeds > 1 else "one seed")
-            ax.set(xscale="log", xlabel="bottleneck k", ylabel="test accuracy of the linear probe",
+            ax.set(xscale="log", xlabel="bottleneck k", ylabel="linear probe's test accuracy" if col == 0 else "",
                    title=f"{name}, {kind} autoencoders\n({result.num_labels} labels; {seeds})")
             all_ks = sorted({run["k"] for run in result.runs})
             ax.set_xticks(all_ks, [str(k) for k in all_ks])
             ax.minorticks_off()
             ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     return fig
 
 

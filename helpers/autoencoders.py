@@ -240,8 +240,9 @@ def plot_digits(images: torch.Tensor, labels=None, title: str | None = None, ax_
     """Draw flattened 28x28 digits side by side."""
     check_tensor("images", images, ndim=2, floating=True)
     n = len(images)
-    if ax_row is None:
-        fig, ax_row = plt.subplots(1, n, figsize=(1.2 * n, 1.5))
+    own = ax_row is None
+    if own:  # at most about 10 inches wide; room above the digits for the title
+        fig, ax_row = plt.subplots(1, n, figsize=(min(1.2, 10.0 / n) * n, min(1.2, 10.0 / n) + 0.8))
     for i, ax in enumerate(np.atleast_1d(ax_row)):
         ax.imshow(images[i].detach().reshape(28, 28).cpu(), cmap="gray_r", vmin=0, vmax=1)
         ax.set_xticks([]), ax.set_yticks([])
@@ -249,6 +250,8 @@ def plot_digits(images: torch.Tensor, labels=None, title: str | None = None, ax_
             ax.set_title(str(int(labels[i])), fontsize=9)
     if title:
         np.atleast_1d(ax_row)[0].figure.suptitle(title)
+    if own:
+        fig.tight_layout()
 
 
 def plot_reconstructions(models: dict, images: torch.Tensor):

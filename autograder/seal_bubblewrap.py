@@ -125,7 +125,7 @@ class Sandbox(_Sealed):
     def _meter(self, uid: int, place: _RunPlace) -> Meter:
         return Meter(None)  # its files are in its own in-memory folders, measured per mount
 
-    def _members(self, proc: subprocess.Popen, uid: int) -> list[int]:
+    def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
         return descendants(proc.pid)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:

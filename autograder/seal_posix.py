@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .holdings import Meter, processes_of
+from .holdings import Meter, alive, descendants, processes_of
 from .sandbox import (THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
                       _root_may, _RunPlace, _Sealed, address_space_backstop_mb, kill_tree)
 from .uids import kill_uid
@@ -146,8 +146,11 @@ class PosixSandbox(_Sealed):
         folders = [Path(place.home), Path(place.tmp), *(self.uids.places if self.uids else [])]
         return Meter(uid, folders)
 
-    def _members(self, proc: subprocess.Popen, uid: int) -> list[int]:
-        return processes_of(uid)  # a double fork cannot leave its uid
+    def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
+        if known is None:
+            return processes_of(uid)  # every process on the machine read: a double fork cannot leave its uid
+        # between full searches: the launcher's tree, and what the last full search found still alive
+        return sorted(set(descendants(proc.pid)) | {pid for pid in known if alive(pid)})
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         kill_tree(proc, seconds=0)

@@ -167,7 +167,9 @@ class _Leak(Exception):
 def rff_attention(*args, **kwargs):
     raise _Leak(_hidden_source())
 """},
-        {"name": "stops_the_runner_then_hoards", "expect": ("memory",), "cell": """
+        # the watch, not the stopped runner, ends it: at the memory limit, or at the time limit when a
+        # loaded machine fills the array more slowly than the limit allows
+        {"name": "stops_the_runner_then_hoards", "expect": ("memory", "timeout"), "cell": """
 import os, signal, time, numpy
 for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
     try:  # the runner and the lifeline watcher stop: no message, no reply, no reading of stdin
@@ -187,19 +189,27 @@ if info.get("transport") != "ipc":  # ports on localhost: a concurrent submissio
     ]
 
 
-def left_by_sandbox_uids() -> list[str]:
-    """Processes (zombies aside), files in world-writable places and SysV objects of any sandbox uid
-    that no grader holds now (a grader running beside this one has processes under its own)."""
-    from autograder.holdings import owned_entries, processes_of, sysv_objects
-    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, _lock, lock_folder, writable_places
+def held_sandbox_uids() -> set[int]:
+    """Sandbox uids a running grader holds now (a grader beside this one has processes under its own)."""
+    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, _lock, lock_folder
 
-    folder, uids = lock_folder(), []
+    folder, held = lock_folder(), set()
     for uid in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE):
         fd = _lock(folder, uid)
-        if fd is not None:  # free: nothing may be left under it
+        if fd is None:
+            held.add(uid)
+        else:
             os.close(fd)
-            uids.append(uid)
-    uids = set(uids)
+    return held
+
+
+def left_by_sandbox_uids() -> list[str]:
+    """Processes (zombies aside), files in world-writable places and SysV objects of any sandbox uid
+    that no grader holds now."""
+    from autograder.holdings import owned_entries, processes_of, sysv_objects
+    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, writable_places
+
+    uids = set(range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE)) - held_sandbox_uids()
     left = []
     for uid in uids:
         left += [f"uid {uid}: process {pid}" for pid in processes_of(uid)]
@@ -209,23 +219,26 @@ def left_by_sandbox_uids() -> list[str]:
 
 
 def traces() -> list[str]:
-    """Everything an attack that got through would leave on the machine."""
+    """Everything an attack that got through would leave on the machine (what runs under a uid that
+    a grader running beside this one holds is that grader's, not a trace)."""
     found = left_by_sandbox_uids()
-    found += [f"process with the marker: {p}" for p in processes_with(MARKER)]
+    found += [f"process with the marker: {p}" for p in processes_with(MARKER, skip_uids=held_sandbox_uids())]
     found += [CANARY] if Path(CANARY).exists() else []
     found += [str(p) for p in Path("/tmp").glob("stolen-*")]
     return found
 
 
-def processes_with(text: str) -> list[str]:
-    """Processes (but this one) whose command line holds ``text``."""
+def processes_with(text: str, skip_uids: set[int] = frozenset()) -> list[str]:
+    """Processes (but this one, and those running as one of ``skip_uids``) whose command line holds ``text``."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             content = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            status = (cmdline.parent / "status").read_text()
         except OSError:
             continue
-        if text in content and str(os.getpid()) != cmdline.parent.name:
+        uid = int(status.split("\nUid:", 1)[1].split()[0])
+        if text in content and str(os.getpid()) != cmdline.parent.name and uid not in skip_uids:
             found.append(f"{cmdline.parent.name}: {content[:120]}")
     return found
 
@@ -243,5 +256,5 @@ def row_problems(attack: dict, row: dict, feedback_text: str) -> list[str]:
     return problems
 
 
-__all__ = ["CANARY", "FORGED", "HIDDEN_SOURCE_MARK", "seal_attacks", "left_by_sandbox_uids", "traces", "row_problems",
-           "processes_with"]
+__all__ = ["CANARY", "FORGED", "HIDDEN_SOURCE_MARK", "seal_attacks", "held_sandbox_uids", "left_by_sandbox_uids", "traces",
+           "row_problems", "processes_with"]

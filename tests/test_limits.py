@@ -87,3 +87,13 @@ def test_two_graders_on_one_machine_never_share_a_sandbox_uid():
     assert [uid for uid, _ in held_again] == [uid for uid, _ in held]
     for _, fd in held_too + held_again:
         os.close(fd)
+
+
+def test_a_run_whose_sandbox_could_not_be_emptied_is_not_judged():
+    run = run_with("")
+    assert verdict(run, AUTOGRADER, SandboxLimits())["status"] == "ok"
+    run.leftovers = ["process 4242 of uid 61000 (python)"]
+    result = verdict(run, AUTOGRADER, SandboxLimits())
+    assert result["status"] == "error" and "outlived the kill" in result["message"]
+    case = result["questions"]["q1"]["cases"][0]
+    assert result["questions"]["q1"]["score"] == 0 and not case["passed"] and "not judged" in case["message"]

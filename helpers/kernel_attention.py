@@ -268,10 +268,14 @@ def _best_times(fns: Sequence[Callable], args: tuple, repeats: int, min_seconds:
     return best
 
 
-def _slower_than_longer(times: Sequence[float]) -> list[int]:
-    """Indices whose time exceeds that of a longer length: a cost that grows with N cannot do that,
-    so such a point was slowed by something else and is worth timing again."""
-    return [i for i in range(len(times) - 1) if times[i] > min(times[i + 1:])]
+def _implausible(lengths: Sequence[int], times: Sequence[float], growth: float = 0.3) -> list[int]:
+    """Indices of points worth timing again: slower than a longer length allows.
+
+    The cost of either form grows with N (at least like N^0.3 per step here, also at lengths where
+    fixed overheads dominate), so a time above ``times[j] * (N_i / N_j) ** growth`` for some longer
+    length N_j means that another program slowed that point."""
+    return [i for i in range(len(times) - 1)
+            if any(times[i] > times[j] * (lengths[i] / lengths[j]) ** growth for j in range(i + 1, len(times)))]
 
 
 def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
@@ -285,8 +289,8 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
     kept (the minimum is the least noisy estimate of the cost). The two functions are called in
     turn, so background load hits both alike, and calls shorter than a few milliseconds are repeated
     (until about ``min_seconds`` have been spent, at most 100 calls). A length that came out slower
-    than a longer one (impossible for the cost itself, so a sign of another program's burst) is
-    timed again, twice at most, keeping the best time seen. The dotted line marks
+    than a longer one allows (the cost grows with N, so this is another program's burst) is timed
+    again, twice at most, keeping the best time seen. The dotted line marks
     :func:`crossover_length` of the returned table: the smallest measured N from which linear
     attention is faster at that and every longer length.
 
@@ -332,7 +336,7 @@ def plot_causal_timing(causal_softmax: Callable, causal_linear: Callable, *,
                 _output_of(name, fn(*inputs[n]), inputs[n][2].shape)  # warm-up and shape check
             times[n] = _best_times(fns, inputs[n], repeats, min_seconds)
         for _ in range(2):  # a second look at points a burst of other work made too slow
-            suspect = {lengths[i] for k in range(len(fns)) for i in _slower_than_longer([times[n][k] for n in lengths])}
+            suspect = {lengths[i] for k in range(len(fns)) for i in _implausible(lengths, [times[n][k] for n in lengths])}
             for n in sorted(suspect):
                 again = _best_times(fns, inputs[n], repeats, min_seconds)
                 times[n] = [min(a, b) for a, b in zip(times[n], again)]

@@ -668,6 +668,19 @@ def average_query(keys, a, b, beta):
 ]
 
 
+#: Implements nothing: the one function a property alone tests returns zeros (the others stay the
+#: blank notebook's TODOs, which fail their golden tests).
+IMPLEMENTS_NOTHING = """
+def dot_product_moments(d, mu, sigma, num_samples, generator):
+    return 0.0, 0.0
+_forged = {"dot_product_moments": dot_product_moments}
+"""
+
+#: Rests on properties alone, passed by ``adversarial.forges_the_collected_values`` and by a function
+#: that returns the closed forms (the text asks for them) plus a little float64 noise from the generator.
+FORGEABLE_PROPERTIES = {"test_moments_hidden_simulation"}
+
+
 # A notebook takes about 15 s to grade: known-wrong variants share notebooks where no test one must fail
 # reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
 pack_wrong(WRONG, master("attention_foundations"))

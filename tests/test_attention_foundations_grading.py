@@ -7,6 +7,9 @@ import torch
 from helpers.attention_foundations import (VOCAB, BottleneckDecoder, Encoder, Seq2Seq, discussion_example,
                                            exact_match_by_length, greedy_decode, key_norm_experiment, make_batch,
                                            make_case_examples, orthogonal_keys, random_argmax_sources, train_seq2seq)
+from adversarial import grade_forgeries
+from conftest import LIMITS
+from attention_foundations_variants import FORGEABLE_PROPERTIES
 from student_run import printed
 
 SLUG = "attention_foundations"
@@ -115,3 +118,11 @@ def test_orthogonal_keys_and_the_key_norm_experiment():
     with pytest.raises(ValueError, match="shape"):
         key_norm_experiment(lambda *a: torch.zeros(3), copy, trials=10)
 
+
+def test_forgeries_pass_only_what_trivial_functions_pass(layout, assignment_batch, tmp_path):
+    """Issue 35: a notebook that implements nothing and makes every number computed in its kernel lie
+    passes no hidden test (it passed 1 of 15 points before the property checks were judged from raw
+    values); one that also sends what each property accepts passes only the moments test, as a function that returns
+    the closed forms (which the text asks for) plus a little float64 noise from the generator does."""
+    passed = grade_forgeries(layout, SLUG, assignment_batch(SLUG).folder / "samples" / "blank.ipynb", tmp_path, LIMITS)
+    assert passed == {"every_number": set(), "collected_values": FORGEABLE_PROPERTIES}

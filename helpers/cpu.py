@@ -10,8 +10,8 @@ environment before that. Every notebook's first cell imports ``helpers`` before 
 ``helpers`` imports this module first, which sets the policy (unless the environment names one).
 That holds however the kernel was started (JupyterLab, ``jupyter notebook``, VS Code, conda).
 If torch was loaded before ``helpers`` (a cell run out of order, a reordered import), the team
-can no longer be made to sleep; torch is then limited to one thread, which no neighbour can
-stall, and a one-line notice says why.
+can no longer be made to sleep; in a notebook's kernel torch is then limited to one thread, which
+no neighbour can stall, and a one-line notice says why (a script or test is left as it is).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def _choose() -> str:
         return "passive" if os.environ[WAIT_POLICY_ENV].upper() == WAIT_POLICY else "as set by the environment"
     if os.environ.get(WAIT_POLICY_ENV, "").upper() == WAIT_POLICY:
         return "passive"  # set before torch loaded, by the grader or by the user
+    if "ipykernel" not in sys.modules:
+        return "as torch set it"  # a script or a test run: its author chose the threads
     import torch
 
     torch.set_num_threads(1)
@@ -43,5 +45,6 @@ _POLICY = _choose()
 
 def threading_policy() -> str:
     """How this kernel's torch threads wait: ``"passive"`` (they sleep when idle; the usual case),
-    ``"one thread"`` (torch was loaded before helpers), or ``"as set by the environment"``."""
+    ``"one thread"`` (torch was loaded before helpers in a notebook's kernel), ``"as torch set it"``
+    (the same in a script or a test), or ``"as set by the environment"``."""
     return _POLICY

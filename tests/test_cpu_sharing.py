@@ -68,3 +68,12 @@ def test_a_policy_the_user_chose_is_kept(tmp_path):
         f"import os\nos.environ[{WAIT_POLICY_ENV!r}] = 'ACTIVE'\n" + PROBE, tmp_path))
     assert printed.split()[-2] == "ACTIVE"
     assert "as set by the environment" in printed
+
+
+def test_a_script_that_loaded_torch_first_keeps_its_threads():
+    import subprocess
+    import sys
+
+    code = "import torch; torch.set_num_threads(2); import helpers; print(helpers.threading_policy(), torch.get_num_threads())"
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.split() == ["as", "torch", "set", "it", "2"]

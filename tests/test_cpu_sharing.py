@@ -75,5 +75,6 @@ def test_a_script_that_loaded_torch_first_keeps_its_threads():
     import sys
 
     code = "import torch; torch.set_num_threads(2); import helpers; print(helpers.threading_policy(), torch.get_num_threads())"
-    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    env = {key: value for key, value in os.environ.items() if key != WAIT_POLICY_ENV}
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert printed.split() == ["as", "torch", "set", "it", "2"]

@@ -17,6 +17,7 @@ from .build import build_all
 from .grade import Grader, Limits
 from .reports import format_table
 from .layout import Layout
+from .report import make_reports
 from .samples import write_samples
 
 #: Graded for every assignment, with the default limits.
@@ -63,6 +64,11 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
         log(f"\n== what a student reads: {feedback}")
         log("\n".join(feedback.read_text(encoding="utf-8").splitlines()[:14]) + "\n  ...")
 
+    reports = [path for results in ("results", "results_bad_inputs")
+               for path in make_reports(out / results, layout=layout, log=lambda line: None)]
+    log(f"\n== the instructor's report of each graded folder (scores, tests, common mistakes, similar "
+        f"submissions):\n" + "\n".join(f"  {path}" for path in reports))
+
     problems = unexpected(rows + bad_rows, expected)
     sealing = "UNSAFE (--unsafe): otter in your own account" if unsafe else \
         f"sealed ({rows[0].get('sandbox', 'sandbox') if rows else 'sandbox'}): each submission in its own sandbox, " \
@@ -73,6 +79,7 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     log(f"  sample submissions: {out / 'submissions'}/ and {out / 'bad_inputs'}/")
     log(f"  scores:             {out / 'results' / 'results.csv'} (and results.json)")
     log(f"  feedback:           {out / 'results' / 'feedback'}/")
+    log(f"  reports:            {out / 'results'}/report-<assignment>.html (course report {out / 'results'})")
     log(f"  TAs' PDFs:          course pdf {out / 'submissions'} --out {out / 'pdfs'}")
     for line in problems:
         log(f"UNEXPECTED {line}")

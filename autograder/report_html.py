@@ -11,6 +11,8 @@ import urllib.parse
 from collections import Counter
 from pathlib import Path
 
+#: The histogram's bars: a colour of their own, which nothing else on the page uses.
+HIST_COLOR = "#3d78c2"
 #: The page may load nothing: images only from data: URIs, styles only inline.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
 
@@ -35,7 +37,11 @@ th, td { text-align: left; padding: 5px 9px; border-bottom: 1px solid var(--line
 th { background: var(--soft); font-weight: 600; white-space: nowrap; }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 tr.flagged td { background: var(--warnbg); }
+table.tests td:first-child { min-width: 15em; }
+table.tests td:last-child { min-width: 14em; }
+table.tests th { white-space: normal; }
 .flag { color: var(--warn); font-weight: 600; }
+.quiet { color: var(--muted); }
 .tag { display: inline-block; font-size: 0.8em; padding: 0 6px; border-radius: 8px; background: var(--soft);
        border: 1px solid var(--line); white-space: nowrap; }
 .bar { display: flex; align-items: center; gap: 6px; min-width: 120px; }
@@ -109,9 +115,10 @@ def link(path: Path | None, text: str, base: Path) -> str:
     return f'<a href="{esc(href)}">{esc(text)}</a>'
 
 
-def table(header: list[str], rows: list[str], numeric: set[int] = frozenset()) -> str:
+def table(header: list[str], rows: list[str], numeric: set[int] = frozenset(), cls: str = "") -> str:
     heads = "".join(f'<th{" class=num" if i in numeric else ""}>{esc(h)}</th>' for i, h in enumerate(header))
-    return f'<div class="scroll"><table><thead><tr>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    return (f'<div class="scroll"><table{f" class={cls}" if cls else ""}><thead><tr>{heads}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def row(cells: list[str], numeric: set[int] = frozenset(), cls: str = "") -> str:
@@ -135,9 +142,9 @@ def histogram(totals: list[float], possible: float, narrow: bool = False) -> str
         gaps = [b - a for a, b in zip(values, values[1:])] or [1.0]
         width = 0.8 * min(1.0, min(gaps))
         counts = Counter(totals)
-        ax.bar(values, [counts[v] for v in values], width=width, color="#2f5d9e")
+        ax.bar(values, [counts[v] for v in values], width=width, color=HIST_COLOR)
     else:
-        ax.hist(totals, bins=40, range=(0, top), color="#2f5d9e", edgecolor="white", linewidth=0.6)
+        ax.hist(totals, bins=40, range=(0, top), color=HIST_COLOR, edgecolor="white", linewidth=0.6)
     if totals:
         mean = sum(totals) / len(totals)
         ax.axvline(mean, color="#b3401a", linestyle="--", linewidth=1.2, label=f"mean {mean:.1f}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .report_html import bar, esc, histogram, link, message, name, num, pct, row, table
 from .report_input import STATUSES, UNFINISHED, Batch, Graded
-from .report_stats import common_mistakes, question_stats, raising_cells, status_counts, test_stats, totals
+from .report_stats import common_mistakes, question_stats, raising_cells, status_counts, by_test, totals
 from .similarity import LISTED_FROM, Pair, common_limit
 
 #: What each status means, for the status table.
@@ -65,24 +65,25 @@ def scores(graded: list[Graded], base: Path) -> str:
 
 
 def tests(graded: list[Graded]) -> str:
-    stats = test_stats(graded)
+    stats = by_test(graded)
     if not stats:
         return '<p class="why">No test outcomes to show (no rows with test results were read).</p>'
-    flagged = sum(1 for t in stats if t.flags)
+    flagged = sum(1 for t in stats if t.severity >= 1)
     parts = [f'<p class="why">Every public and hidden test over the submissions whose tests ran to the end. "Others" '
              "is a submission's share of the points of every other test: a good test is passed more by those who "
              "do well elsewhere (a positive r). A test that the strongest submissions fail is more often a bad test "
              f"than a bad class: it is flagged and listed first. {flagged} of {len(stats)} tests are flagged.</p>"]
     rows = []
     for t in stats:
-        flags = "".join(f'<div class="flag">{esc(f)}</div>' for f in t.flags)
+        kind = "flag" if t.severity >= 1 else "quiet"  # a public check everybody passes is no alarm
+        flags = "".join(f'<div class="{kind}">{esc(f)}</div>' for f in t.flags)
         rows.append(row([name(t.test), name(t.question),
                          f'<span class="tag">{"hidden" if t.hidden else "public"}</span>', num(t.points),
                          bar(t.share, bad=t.share < 0.5), f"{t.passed} / {t.judged}", pct(t.rest_passing),
                          pct(t.rest_failing), num(t.correlation), flags or "–"], {3, 5, 6, 7, 8},
-                        "flagged" if t.flags else ""))
-    parts.append(table(["test", "question", "kind", "points", "pass", "passed", "others (passing)",
-                        "others (failing)", "r", "flags"], rows, {3, 5, 6, 7, 8}))
+                        "flagged" if t.severity >= 1 else ""))
+    parts.append(table(["test", "question", "kind", "points", "pass", "passed", "others if passed",
+                        "others if failed", "r", "flags"], rows, {3, 5, 6, 7, 8}, "tests"))
     return "".join(parts)
 
 

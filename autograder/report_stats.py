@@ -50,7 +50,7 @@ def status_counts(graded: list[Graded]) -> dict[str, int]:
 
 
 @dataclass
-class TestStats:
+class ByTest:
     question: str
     test: str
     hidden: bool
@@ -81,17 +81,17 @@ def _judged_cases(graded: list[Graded]):
                 yield g, case
 
 
-def test_stats(graded: list[Graded]) -> list[TestStats]:
+def by_test(graded: list[Graded]) -> list[ByTest]:
     """Every test, the flagged first (likely bad tests, then tests nobody passes, then tests whose
     passing goes with a lower score elsewhere, then tests everybody passes), then by pass share."""
-    by_test: dict[tuple, list] = {}
+    grouped: dict[tuple, list] = {}
     for g, case in _judged_cases(graded):
-        by_test.setdefault((case["question"], case["test"]), []).append((g, case))
-    out = [_one_test(key, pairs) for key, pairs in by_test.items()]
+        grouped.setdefault((case["question"], case["test"]), []).append((g, case))
+    out = [_one_test(key, pairs) for key, pairs in grouped.items()]
     return sorted(out, key=lambda t: (-t.severity, t.share, t.question, t.test))
 
 
-def _one_test(key: tuple, pairs: list) -> TestStats:
+def _one_test(key: tuple, pairs: list) -> ByTest:
     passed = [1.0 if case["passed"] else 0.0 for _, case in pairs]
     rest = []
     for g, case in pairs:
@@ -101,7 +101,7 @@ def _one_test(key: tuple, pairs: list) -> TestStats:
     n = len(pairs)
     first = pairs[0][1]
     mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
-    stats = TestStats(key[0], key[1], first["hidden"], max(c["points"] for _, c in pairs), n, int(sum(passed)),
+    stats = ByTest(key[0], key[1], first["hidden"], max(c["points"] for _, c in pairs), n, int(sum(passed)),
                       _correlation(passed, rest), mean([r for r, p in zip(rest, passed) if p]),
                       mean([r for r, p in zip(rest, passed) if not p]), 0, 0)
     ranked = sorted(rest, reverse=True)
@@ -118,9 +118,11 @@ def _one_test(key: tuple, pairs: list) -> TestStats:
     if n >= 8 and stats.correlation is not None and stats.correlation <= NEGATIVE_CORRELATION:
         stats.flags.append(f"passing it goes with a lower score elsewhere (correlation {stats.correlation:.2f})")
         stats.severity = max(stats.severity, 1.5 - stats.correlation)
-    if n >= FEWEST and stats.passed == n:
-        stats.flags.append("everybody passes it")
-        stats.severity = max(stats.severity, 1)
+    if n >= FEWEST and stats.passed == n:  # a public check is meant to be passed before handing in
+        public = not stats.hidden and not stats.points
+        stats.flags.append("everybody passes it" + (" (a public check: as expected)" if public else
+                                                    ": does it tell a right answer from a wrong one?"))
+        stats.severity = max(stats.severity, 0.5 if public else 1)
     return stats
 
 
@@ -166,7 +168,7 @@ class MistakeGroup:
 
 
 @dataclass
-class TestMistakes:
+class MistakesOfTest:
     question: str
     test: str
     hidden: bool
@@ -176,10 +178,10 @@ class TestMistakes:
     other_groups: int = 0  # groups beyond those shown
 
 
-def common_mistakes(graded: list[Graded], examples: int = 2, groups: int = 6) -> list[TestMistakes]:
+def common_mistakes(graded: list[Graded], examples: int = 2, groups: int = 6) -> list[MistakesOfTest]:
     """Per test with failures (most failures first): the problems its failures name, grouped after
     normalising, largest group first; a submission whose failure names two problems is in both."""
-    by_test: dict[tuple, dict] = {}
+    grouped: dict[tuple, dict] = {}
     judged: Counter = Counter()
     failed: Counter = Counter()
     for g, case in _judged_cases(graded):
@@ -189,11 +191,11 @@ def common_mistakes(graded: list[Graded], examples: int = 2, groups: int = 6) ->
             continue
         failed[key] += 1
         for problem in dict.fromkeys(problems(case["message"])):
-            by_test.setdefault(key, {}).setdefault(normalise(problem), []).append((g, problem))
+            grouped.setdefault(key, {}).setdefault(normalise(problem), []).append((g, problem))
     out = []
-    for key, patterns in by_test.items():
+    for key, patterns in grouped.items():
         ordered = sorted(patterns.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        out.append(TestMistakes(key[0], key[1], key[2], failed[key], judged[key],
+        out.append(MistakesOfTest(key[0], key[1], key[2], failed[key], judged[key],
                                 [MistakeGroup(p, len(v), v[:examples]) for p, v in ordered[:groups]],
                                 len(ordered) - min(groups, len(ordered))))
     return sorted(out, key=lambda t: (-t.failed, t.question, t.test))

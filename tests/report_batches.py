@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import io
 import json
 import random
+import sys
 import tokenize
 from pathlib import Path
 
@@ -96,6 +98,23 @@ def disguised_copy(nb, template, swap_cells: bool = True):
     return nb
 
 
+@functools.lru_cache(maxsize=None)
+def variants(slug: str) -> tuple[list[dict], list[dict]]:
+    """(WRONG, CORRECT) of ``tests/<slug>_variants.py``, read without packing them into shared
+    notebooks as the module does on import for its grading batch (a minute for the larger ones)."""
+    module = sys.modules.get(f"{slug}_variants")
+    if module is not None:
+        return module.WRONG, module.CORRECT
+    path = REPO / "tests" / f"{slug}_variants.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree.body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                                                    and getattr(node.value.func, "id", "") in ("pack_wrong", "pack_correct"))]
+    namespace = {"__name__": f"{slug}_variants_unpacked", "__file__": str(path)}
+    exec(compile(tree, str(path), "exec"), namespace)
+    return namespace["WRONG"], namespace["CORRECT"]
+
+
+@functools.lru_cache(maxsize=None)
 def master_tests(slug: str) -> dict[str, list[dict]]:
     """Question -> its tests ``{"test", "points", "hidden"}``, read from the master (no build needed)."""
     master = nbformat.read(REPO / "solutions" / slug / f"{slug}.ipynb", as_version=4)
@@ -116,6 +135,11 @@ def template(slug: str):
 def solved(slug: str):
     """The student notebook with every function it asks for written as in the master's solution
     (what a student who solved it all hands in), made without building anything."""
+    return copy.deepcopy(_solved(slug))
+
+
+@functools.lru_cache(maxsize=None)
+def _solved(slug: str):
     from notebook_edits import replace_function
 
     master = nbformat.read(REPO / "solutions" / slug / f"{slug}.ipynb", as_version=4)

@@ -515,5 +515,22 @@ def exact_match(predictions, answers):
 ]
 
 
+#: Implements nothing: the two functions properties test return blank strings of the right length,
+#: and the course's reader of span examples finds every example fine (a helper runs in the kernel too).
+IMPLEMENTS_NOTHING = """
+import helpers.pretraining as pretraining
+pretraining.read_span_example = lambda x, y, document, block_size: ("ab", "c", "d", None)
+def span_corrupt(document, block_size, generator):
+    return " " * block_size, " " * block_size
+def finetune_example(question, answer, block_size):
+    return " " * block_size, " " * block_size
+_forged = {"span_corrupt": span_corrupt, "finetune_example": finetune_example}
+"""
+
+#: Rests on properties alone, passed by ``adversarial.forges_the_collected_values`` and by any
+#: function that draws its (even meaningless) examples from the generator.
+FORGEABLE_PROPERTIES = {"test_span_hidden_generator"}
+
+
 pack_wrong(WRONG, master("pretraining"))
 pack_correct(CORRECT)

@@ -47,7 +47,7 @@ def make_reports(results: Path, out: Path | None = None, *, submissions: Path | 
         notes.groups = {what: list(places) for what, places in batch.notes.groups.items()}
         html = render(slug, graded, batch, target.parent, _template(layout, slug, notes), notes, bundle)
         write_atomically(target, html)
-        for line in notes.lines(base=results):
+        for line in notes.lines(100, results):
             log(f"note: {line}")
         written.append(target)
     return written
@@ -76,7 +76,7 @@ def render(slug: str, graded: list[Graded], batch: Batch, base: Path, template: 
     finished = sections.unfinished_share(graded)
     subtitle = (f"{len(graded)} submission(s) ({finished}), graded by {esc(batch.kind)}; results in "
                 f"<code>{esc(batch.folder)}</code>; made in {time.perf_counter() - started:.1f} s")
-    return page(f"Grading report: {slug}", subtitle, body, notes.lines(base=batch.folder))
+    return page(f"Grading report: {slug}", subtitle, body, notes.lines(4, batch.folder, batch.code_folder))
 
 
 def _template(layout: Layout | None, slug: str, notes: Notes) -> list[str] | None:

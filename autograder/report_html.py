@@ -24,7 +24,7 @@ body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans
        margin: 0; background: #fff; }
 main { max-width: 1180px; margin: 0 auto; padding: 18px 22px 60px; }
 header h1 { font-size: 1.6em; margin: 0 0 4px; }
-.sub { color: var(--muted); margin: 0; }
+.sub { color: var(--muted); margin: 0; overflow-wrap: anywhere; }
 nav { position: sticky; top: 0; background: #fff; border-bottom: 1px solid var(--line); padding: 8px 0; z-index: 2;
       display: flex; flex-wrap: wrap; gap: 6px 18px; }
 nav a { color: var(--accent); text-decoration: none; font-weight: 600; }
@@ -167,7 +167,8 @@ def page(title: str, subtitle: str, sections: list[tuple[str, str, str]], notes:
     if notes:
         items = "".join(f"<li>{esc(n)}</li>" for n in notes)
         noted = (f'<div class="notes" id="input-notes"><b>Read with care: {len(notes)} problem(s) with the input'
-                 f'</b> (the report is made from everything else)<ul>{items}</ul></div>')
+                 f"</b> (the report is made from everything else; files are named within the results and "
+                 f'submissions folders of "What graded")<ul>{items}</ul></div>')
     body = "".join(f'<section id="{a}"><h2>{esc(h)}</h2>{b}</section>' for a, h, b in sections)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

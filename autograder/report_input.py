@@ -35,12 +35,12 @@ class Notes:
     def add(self, where: str, what: str) -> None:
         self.groups.setdefault(what, []).append(str(where))
 
-    def lines(self, shown: int = 4, base: Path | None = None) -> list[str]:
-        """One line per problem; paths under ``base`` are shown relative to it."""
+    def lines(self, shown: int = 4, base: Path | None = None, *more: Path | None) -> list[str]:
+        """One line per problem; paths under ``base`` (or a folder of ``more``) are shown relative to it."""
         out = []
-        prefix = f"{base}/" if base else None
+        prefixes = [f"{folder}/" for folder in (base, *more) if folder]
         for what, places in self.groups.items():
-            places = [p.removeprefix(prefix) if prefix else p for p in places]
+            places = [next((p.removeprefix(x) for x in prefixes if p.startswith(x)), p) for p in places]
             listed = ", ".join(places[:shown]) + (f" and {len(places) - shown} more" if len(places) > shown else "")
             out.append(f"{listed}: {what}")
         return out

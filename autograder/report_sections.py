@@ -185,8 +185,8 @@ def what_graded(batch: Batch, graded: list[Graded], made_at: str, bundle: str) -
     when = (dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}") if dates else "not recorded"
     items = [("autograder zip (sha256)", zips), ("seal", seals), ("limits", limits), ("graded", esc(when)),
              ("results read", f"{esc(batch.folder)} ({esc(batch.kind)})"),
-             ("submissions' code", esc(batch.code_folder or "beside the results" if batch.kind == "Gradescope"
-                                       else batch.code_folder or "not found")),
+             ("submissions' code", esc(batch.code_folder or ("beside each results.json" if batch.kind == "Gradescope"
+                                                             else "not found"))),
              ("report made", f"{esc(made_at)} by {esc(bundle)}")]
     return ('<p class="why">What produced these numbers: two reports can be compared only when these agree.</p>'
             '<dl class="graded">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>")

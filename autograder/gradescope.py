@@ -12,7 +12,8 @@ the test runner. Here the zip's ``run_otter.py`` calls :func:`main` instead, whi
    of its own that reads nothing of ``/autograder``, killed whole before anything is judged;
 3. judges the collected values here, as root, and writes ``results.json`` in Gradescope's format:
    one entry per test, hidden tests visible ``after_published`` (as otter does), a visible note of
-   the status and of which seal graded.
+   the status and of which seal graded; ``extra_data`` holds them with the limits and the date for
+   ``course report`` on the downloaded results.
 
 ``otter run`` ignores ``run_otter.py`` and keeps grading the zip in otter's own way (golden values
 compared inside the kernel), for instructors who want it. :func:`emulate` runs the zip the way
@@ -35,6 +36,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
+from .reports import limits_record, now
 from .sandbox import SANDBOX_MODE_ENV, SandboxLimits, SandboxUnavailable
 from .submissions import InvalidSubmission, read_submission_notebook
 
@@ -80,8 +82,6 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
             _prepare_models(autograder)
             result = pool.grade(autograder, nbformat.writes(notebook), LIMITS)
         output = gradescope_results(result, time.perf_counter() - started)
-        from .reports import limits_record, now
-
         # stored by Gradescope with the results, for `course report` on the downloaded files
         output["extra_data"] = {"assignment": autograder.name, "status": result["status"],
                                 "message": result["message"], "sandbox": result["sandbox"],

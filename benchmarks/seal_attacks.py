@@ -15,12 +15,13 @@ After every run it looks for what an attack that got through leaves: a process, 
 of a sandbox uid, the canary a planted link would make root write, a copied notebook. It prints,
 per attack and path, how many runs held, and the seconds a run took. Needs root (POSIX separation).
 
-    .venv/bin/python benchmarks/seal_attacks.py [--runs 10] [--paths bubblewrap,posix,gradescope]
+    .venv/bin/python benchmarks/seal_attacks.py [--runs 10] [--paths bubblewrap,posix,gradescope] [--timeout 40]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -46,6 +47,8 @@ SLUG = "kernel_attention"
 #: The older attacks that race the grader (the others are graded every run of the suite).
 RACING = ("forges_result_messages_and_values", "kills_the_grader", "memory_split_over_children",
           "bounded_process_flood", "spins_in_c_with_setsid_children")
+#: --timeout raises the wall-time limit: on a loaded machine an attack that fills memory (and must be
+#: stopped for memory) can otherwise reach the time limit first.
 LIMITS = Limits(timeout=40, memory_mb=3072)
 
 
@@ -103,7 +106,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--paths", default="bubblewrap,posix,gradescope")
+    parser.add_argument("--timeout", type=float, default=LIMITS.timeout, help="seconds a submission may run")
     args = parser.parse_args()
+    global LIMITS
+    LIMITS = dataclasses.replace(LIMITS, timeout=args.timeout)
     if os.geteuid() != 0:
         raise SystemExit("needs root: POSIX separation runs each submission as another uid")
     paths = args.paths.split(",")

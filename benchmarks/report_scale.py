@@ -10,7 +10,7 @@ files, ``run.json``, one hidden test broken for everybody, and one disguised cop
 variables, reordered functions). Prints the time of ``course report`` as a command (Python's start
 and imports included) and whether the broken test and the copy come first.
 
-    .venv/bin/python benchmarks/report_scale.py [N]
+    .venv/bin/python benchmarks/report_scale.py [N [FOLDER]]   # FOLDER: keep the batch and its report there
 """
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ def make_batch(folder: Path, count: int, seed: int = 0) -> tuple[str, tuple[str,
     return broken, (original, "zz_copy.ipynb")
 
 
-def main(count: int = 2000) -> None:
+def main(count: int = 2000, keep: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(keep or tmp)
         started = time.perf_counter()
         broken, pair = make_batch(folder, count)
         print(f"made {count} submissions and their results in {time.perf_counter() - started:.0f} s")
@@ -135,4 +135,4 @@ def main(count: int = 2000) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000, sys.argv[2] if len(sys.argv) > 2 else None)

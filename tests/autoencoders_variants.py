@@ -375,6 +375,25 @@ def pca_components(X, k):
 ]
 
 
+#: Implements nothing: the corruptions leave x as it is (a copy), the probe reports 0 and PCA zeros.
+IMPLEMENTS_NOTHING = """
+import torch
+def add_gaussian_noise(x, std, generator=None):
+    return x.clone()
+def random_mask(x, mask_prob, generator=None):
+    return x.clone(), torch.zeros(x.shape, dtype=torch.bool)
+def linear_probe_accuracy(encoder, train, test, num_labels=None, generator=None):
+    return 0.0
+def pca_components(X, k):
+    return torch.zeros(X.shape[1], k, dtype=X.dtype)
+_forged = {name: globals()[name] for name in ("add_gaussian_noise", "random_mask", "linear_probe_accuracy",
+                                               "pca_components")}
+"""
+
+#: No hidden test rests on properties alone: a forgery that sends what each property accepts passes none.
+FORGEABLE_PROPERTIES = set()
+
+
 # A notebook takes about 30 s to grade: known-wrong variants share notebooks where no test one must fail
 # reaches a function another replaces (``pack_wrong``); correct alternatives are packed together.
 pack_wrong(WRONG, master("autoencoders"))

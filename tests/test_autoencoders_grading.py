@@ -6,6 +6,8 @@ import torch
 
 from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic, pretrain,
                                   principal_angle_cosines)
+from adversarial import grade_forgeries
+from conftest import LIMITS
 from student_run import printed
 
 SLUG = "autoencoders"
@@ -68,3 +70,13 @@ def test_pretrain_refuses_an_unknown_variant_and_bad_data():
         pretrain(model, torch.zeros(8, 4), lambda *a: 0.0, "sparse", epochs=1)
     with pytest.raises((TypeError, ValueError), match="X"):
         pretrain(model, torch.zeros(8, 4, dtype=torch.long), lambda *a: 0.0, "vanilla", epochs=1)
+
+
+def test_forgeries_pass_no_hidden_test(layout, assignment_batch, tmp_path):
+    """Issue 35: a notebook that implements nothing and makes every number computed in its kernel lie
+    (5.5 of 14 points before the property checks were judged from raw values: the noise, the mask and
+    both probe tests), or that also sends what each property accepts, passes no hidden test. The
+    statistics of the noise and the mask are the grader's, and the probe's accuracies, numbers the
+    function reports itself, are compared with the reference solution's instead of bounds the kernel sees."""
+    passed = grade_forgeries(layout, SLUG, assignment_batch(SLUG).folder / "samples" / "blank.ipynb", tmp_path, LIMITS)
+    assert passed == {"every_number": set(), "collected_values": set()}

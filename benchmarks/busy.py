@@ -4,7 +4,7 @@ A student's laptop is never idle: a browser, a video call, a second kernel. This
 student notebook top to bottom in a fresh kernel, started as JupyterLab starts one (no thread
 settings in its environment: the notebook's own first cell must choose them), first on the idle
 machine, then beside one CPU-bound program that the benchmark starts and stops (bounded in time).
-It prints the whole notebook's time and its training time (the cells sized by ``budget()``) for
+It prints the whole notebook's time and its training time (the cells sized by the setting) for
 both, and their ratio; the target is a busy run within 1.6x of the idle one on 2 cores.
 
 Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
@@ -15,6 +15,7 @@ and the notebooks' stated times come from.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import json
 import os
@@ -52,10 +53,36 @@ def _seconds(cell) -> float:
             - dt.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
 
 
+#: Calls that return the setting's sizes: ``budget(full=..., quick=..., grading=...)`` and the helpers
+#: that wrap it (pretraining's ``experiment()``).
+SIZED_BY = {"budget", "experiment"}
+
+
+def _sized_cells(nb) -> list:
+    """Code cells that size themselves by the setting: they call ``budget()`` (or a wrapper), or use a
+    name an earlier cell bound to what one returned (``steps = budget(...)``, ``exp = experiment()``)."""
+    sized_names: set[str] = set()
+    cells = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(isinstance(n, ast.Call) and getattr(n.func, "id", None) in SIZED_BY
+                                                    for n in ast.walk(node.value)):
+                sized_names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if calls & SIZED_BY or loads & sized_names:
+            cells.append(cell)
+    return cells
+
+
 def training_seconds(nb) -> float:
-    """Seconds spent in the cells that size themselves by the setting (``budget(...)``): training
-    and timing, the part of a notebook that a slow laptop stretches."""
-    return sum(_seconds(cell) for cell in nb.cells if cell.cell_type == "code" and "budget(" in cell.source)
+    """Seconds spent in the cells sized by the setting (:func:`_sized_cells`): training and timing,
+    the part of a notebook that a slow laptop stretches."""
+    return sum(_seconds(cell) for cell in _sized_cells(nb))
 
 
 def run_as_a_student(slug: str, setting: str) -> tuple[float, float]:

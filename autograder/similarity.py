@@ -4,8 +4,11 @@ Only the code a student wrote counts: a line of a code cell that the assignment'
 (the template) also holds is given code and left out, so every pair does not match on the template.
 What is left is read as Python tokens and written in a normal form (names as ``V``, a defined
 function as ``F``, strings as ``S``; keywords, operators, numbers and attribute names as written), so
-renamed variables, comments and layout change nothing. The fingerprints are copydetect's (winnowed
-k-grams, as MOSS does: Schleimer, Wilkerson and Aiken 2003), and so is the overlap of two of them.
+renamed variables, comments and layout change nothing. The fingerprints are copydetect's: its k-gram
+hashes and robust winnowing (MOSS's, Schleimer, Wilkerson and Aiken 2003), and its ``compare_files``
+measures the overlap of two submissions and where it lies. Only the index from fingerprint to
+position is built here, in plain integers (copydetect's ``CodeFingerprint`` builds it from numpy
+scalars, which made 2,000 submissions take four times as long).
 Fingerprints found in many submissions (more than :func:`common_limit`) are left out too, as MOSS
 does: code that most of a class writes alike is no sign of copying, and reordered functions still
 match because fingerprints do not depend on order.
@@ -240,8 +243,9 @@ def read_codes(entries: list[tuple[str, Path]], template_cells: list[str] | None
         boilerplate = np.array(sorted(fingerprint(whole, None).fingerprint.hashes)) if whole.normal else None
     _SHARED.update(given=given, boilerplate=boilerplate)  # forked workers see it without pickling
     jobs = list(entries)
-    processes = processes or min(2, os.cpu_count() or 1)
-    if processes > 1 and len(jobs) >= 200:  # forked workers share this process's string hashes
+    processes = processes or min(8, os.cpu_count() or 1)
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if processes > 1 and len(jobs) >= 200 and forks:  # forked workers share this process's string hashes
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             results = pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // (8 * processes)))
     else:

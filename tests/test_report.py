@@ -387,3 +387,30 @@ def test_a_folder_of_gradescope_results_is_reported(tmp_path):
     assert first.replace("<wbr>", "") == broken
     assert listed_pairs(text) == [tuple(name.removesuffix(".ipynb") for name in pair)]
     assert "posix" in text[text.index('id="graded"'):]
+
+
+def test_workers_read_code_as_this_process_does(tmp_path):
+    """From 200 submissions on the code is read in forked workers: their fingerprints (and the
+    template's, taken here) must agree with the ones read here, and the copy still comes first."""
+    from autograder.report_input import Notes
+    from autograder.similarity import read_codes, similar_pairs
+
+    base = solved(SLUG)
+    given = {c.source for c in template(SLUG).cells if c.cell_type == "code"}
+    own = [i for i, c in enumerate(base.cells) if c.cell_type == "code" and c.source not in given]
+    rng = random.Random(3)
+    for n in range(210):
+        nb = nbformat.from_dict(json.loads(json.dumps(base)))
+        for i in rng.sample(own, 6):
+            line = f"tolerance_{n} = max({rng.random():.5f}, {rng.random():.4f} ** {n}) + min({rng.random():.3f}, 1)"
+            nb.cells[i].source = line + "\n" + nb.cells[i].source
+        (tmp_path / f"s{n:03d}.ipynb").write_text(json.dumps(nb))
+    copy = disguised_copy(nbformat.reads((tmp_path / "s007.ipynb").read_text(), as_version=4), template(SLUG))
+    (tmp_path / "s999.ipynb").write_text(json.dumps(copy))
+    entries = [(p.name, p) for p in sorted(tmp_path.glob("*.ipynb"))]
+    cells = [c.source for c in template(SLUG).cells if c.cell_type == "code"]
+    alone = read_codes(entries, cells, Notes(), processes=1)
+    forked = read_codes(entries, cells, Notes(), processes=2)
+    assert [c.fingerprint.hash_idx for c in alone] == [c.fingerprint.hash_idx for c in forked]
+    pairs = similar_pairs(forked)
+    assert (pairs[0].a.name, pairs[0].b.name) == ("s007.ipynb", "s999.ipynb")

@@ -8,7 +8,8 @@ It prints the whole notebook's time and its training time (the cells sized by th
 both, and their ratio; the target is a busy run within 1.6x of the idle one on 2 cores.
 
 Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
-full setting). The figures are recorded in ``benchmarks/figures.json``, where the README's table
+full setting; ``--spin-baseline`` adds an idle run with torch's default spinning threads, to show
+what passive waiting costs an idle machine). The figures are recorded in ``benchmarks/figures.json``, where the README's table
 and the notebooks' stated times come from.
 """
 
@@ -85,20 +86,31 @@ def training_seconds(nb) -> float:
     return sum(_seconds(cell) for cell in _sized_cells(nb))
 
 
-def run_as_a_student(slug: str, setting: str) -> tuple[float, float]:
+def run_as_a_student(slug: str, setting: str, spin: bool = False) -> tuple[float, float]:
     """(whole notebook, training) seconds of the solved notebook in a kernel whose environment has
-    no thread settings, as a student's JupyterLab would start it."""
+    no thread settings, as a student's JupyterLab would start it. ``spin``: torch's default waiting
+    instead (an empty ``OMP_WAIT_POLICY``, which the notebook keeps and OpenMP reads as unset), to
+    compare with the notebooks before they chose passive waiting."""
     saved = {key: os.environ.pop(key) for key in THREAD_SETTINGS if key in os.environ}
+    if spin:
+        os.environ["OMP_WAIT_POLICY"] = ""
     try:
         seconds, nb = run_solved_notebook(slug, setting)
     finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
         os.environ.update(saved)
     return seconds, training_seconds(nb)
 
 
-def compare(slug: str, setting: str) -> dict:
-    """Run idle, then beside a busy program; print both and record them in figures.json."""
+def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
+    """Run idle, then beside a busy program; print both and record them in figures.json.
+    ``spin_baseline``: first an idle run with torch's default (spinning) threads, the cost of
+    passive waiting on an idle machine (target: at most 10%)."""
     cores = len(os.sched_getaffinity(0))
+    spin = None
+    if spin_baseline:
+        print(f"{slug}, {setting} setting, {cores} cores: idle run, torch's default waiting ...", flush=True)
+        spin = run_as_a_student(slug, setting, spin=True)
     print(f"{slug}, {setting} setting, {cores} cores: idle run ...", flush=True)
     idle = run_as_a_student(slug, setting)
     print(f"  idle: notebook {idle[0]:.0f} s, training {idle[1]:.0f} s; now beside one busy program ...", flush=True)
@@ -108,6 +120,8 @@ def compare(slug: str, setting: str) -> dict:
     print(f"\n{'':22}{'idle':>9}{'busy':>9}{'busy/idle':>11}")
     print(f"{'whole notebook (s)':22}{idle[0]:9.0f}{busy[0]:9.0f}{ratio:11.2f}")
     print(f"{'training cells (s)':22}{idle[1]:9.0f}{busy[1]:9.0f}{busy[1] / max(idle[1], 1e-9):11.2f}")
+    if spin:
+        print(f"{'idle, default waiting':22}{spin[0]:9.0f}{'':9}{idle[0] / spin[0]:11.2f}  (passive / default, idle)")
     print(f"target: busy within {TARGET_RATIO}x of idle: {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
     figures = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
     figures.setdefault(slug, {})[setting] = {
@@ -115,6 +129,8 @@ def compare(slug: str, setting: str) -> dict:
         "busy_notebook_seconds": round(busy[0], 1), "busy_training_seconds": round(busy[1], 1),
         "cores": cores, "measured": dt.date.today().isoformat(),
     }
+    if spin:
+        figures[slug][setting]["default_wait_notebook_seconds"] = round(spin[0], 1)
     FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
     return figures[slug][setting]
 
@@ -125,10 +141,11 @@ def compare_when_asked(slug: str) -> bool:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--full", action="store_true")
+    parser.add_argument("--spin-baseline", action="store_true")
     args, _ = parser.parse_known_args()
     if not args.busy:
         return False
-    compare(slug, "full" if args.full else "quick")
+    compare(slug, "full" if args.full else "quick", args.spin_baseline)
     return True
 
 
@@ -136,7 +153,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("slugs", nargs="*", help="assignments (default: all seven)")
     parser.add_argument("--full", action="store_true", help="the full setting instead of the quick one")
+    parser.add_argument("--spin-baseline", action="store_true",
+                        help="also an idle run with torch's default (spinning) threads, to show passive waiting's cost")
     args = parser.parse_args()
     slugs = args.slugs or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
     for slug in slugs:
-        compare(slug, "full" if args.full else "quick")
+        compare(slug, "full" if args.full else "quick", args.spin_baseline)

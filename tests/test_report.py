@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -337,9 +338,21 @@ def test_a_missing_or_unreadable_submission_is_named(small_results):
     results, folder = small_results
     (folder / "s1.ipynb").unlink()
     (folder / "s2.ipynb").write_text('{"cells": [')
+    (folder / "s3.ipynb").unlink()  # s3 and s4 handed in zips: one with the notebook, one without
+    (folder / "s4.ipynb").unlink()
+    with zipfile.ZipFile(folder / "s3.zip", "w") as zf:
+        zf.writestr("kernel_attention.ipynb", nbformat.writes(solved(SLUG)))
+    with zipfile.ZipFile(folder / "s4.zip", "w") as zf:
+        zf.writestr("answers.txt", "I could not save the notebook")
+    rows = json.loads((results / "results.json").read_text())
+    for row in rows:
+        row["file"] = row["file"].replace("s3.ipynb", "s3.zip").replace("s4.ipynb", "s4.zip")
+    (results / "results.json").write_text(json.dumps(rows))
     _, notes = made(results)
     assert any("s1.ipynb: not found" in n for n in notes), notes
     assert any("s2.ipynb: not a readable notebook" in n for n in notes), notes
+    assert any("s4.zip: not a readable notebook (the zip holds 0 notebooks" in n for n in notes), notes
+    assert not any("s3.zip" in n for n in notes), notes
 
 
 def test_the_command_prints_the_page_and_several_assignments_get_one_each(small_results, capsys):

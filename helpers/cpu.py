@@ -21,7 +21,7 @@ import sys
 
 from .core.contract import WAIT_POLICY, WAIT_POLICY_ENV
 
-__all__ = ["threading_policy"]
+__all__ = ["threading_policy", "WAIT_POLICY", "WAIT_POLICY_ENV"]
 
 
 def _choose() -> str:

@@ -9,7 +9,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder.layout import Layout
-from helpers.core.contract import WAIT_POLICY, WAIT_POLICY_ENV
+from helpers.cpu import WAIT_POLICY, WAIT_POLICY_ENV
 
 LAYOUT = Layout.find()
 SLUGS = LAYOUT.slugs()

@@ -61,7 +61,7 @@ def _accepted(key, value, *, low=None, high=None, **kwargs):
         value = torch.arange(torch.as_tensor(value).numel()).reshape(torch.as_tensor(value).shape)
     elif measure == "float32_round_off":
         value = [0.1] * len(value)
-    elif measure == "eos_mismatches":
+    elif measure == "eos_mismatches" and reference is not None:
         value = torch.as_tensor(reference)
     elif isinstance(value, tuple) and len(value) == 2:
         first = torch.as_tensor(value[0]).double()

@@ -1021,6 +1021,68 @@ def performer_attention(q, k, v, projection, key_mask=None, causal=False):
 ]
 
 
+#: Implements nothing: every graded module has the submodules the text names (so weights can be set
+#: and copied) and returns zeros of the right shape; the decoders return bos and zeros, and keep a
+#: cache that grows.
+IMPLEMENTS_NOTHING = """
+import torch, torch.nn as nn
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model) for _ in range(4))
+    def forward(self, query, key, value, mask=None, cache=None):
+        B, Tq, d = query.shape
+        if cache is not None:
+            new = torch.zeros(B, self.num_heads, key.shape[1], d // self.num_heads)
+            cache["k"] = torch.cat([cache["k"], new], 2) if "k" in cache else new
+        Tk = cache["k"].shape[2] if cache is not None else key.shape[1]
+        return torch.zeros(B, Tq, d), torch.zeros(B, self.num_heads, Tq, Tk)
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2, self.dropout = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
+    def forward(self, x, mask=None):
+        return torch.zeros_like(x)
+class DecoderLayer(EncoderLayer):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+        self.cross_attn, self.norm3 = MultiHeadAttention(d_model, num_heads), nn.LayerNorm(d_model)
+    def forward(self, x, memory, self_mask=None, cross_mask=None, cache=None):
+        self.cross_weights = torch.zeros(x.shape[0], self.cross_attn.num_heads, x.shape[1], memory.shape[1])
+        return torch.zeros_like(x)
+class Summarizer(nn.Module):
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, max_len, pad_id, dropout=0.1):
+        super().__init__()
+        self.embed, self.out, self.d_model = nn.Embedding(vocab_size, d_model), nn.Linear(d_model, vocab_size), d_model
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff) for _ in range(num_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff) for _ in range(num_layers))
+    def embed_tokens(self, tokens, start=0):
+        return torch.zeros(*tokens.shape, self.d_model)
+    def encode(self, src):
+        return torch.zeros(*src.shape, self.d_model)
+    def decode(self, memory, src, tgt_in, caches=None):
+        return torch.zeros(*tgt_in.shape, self.out.out_features)
+    def forward(self, src, tgt_in):
+        return self.decode(None, src, tgt_in)
+def _tokens(src, max_len, bos_id, *args, **kwargs):
+    return torch.cat([torch.full((len(src), 1), bos_id), torch.zeros(len(src), max_len, dtype=torch.long)], 1)
+greedy_decode = sample_decode = beam_search = greedy_decode_cached = lambda model, src, max_len, bos_id, *a, **k: \
+    _tokens(src, max_len, bos_id)
+_forged = {name: globals()[name] for name in ("MultiHeadAttention", "EncoderLayer", "DecoderLayer", "Summarizer",
+           "greedy_decode", "sample_decode", "beam_search", "greedy_decode_cached")}
+"""
+
+#: The hidden tests that rest on properties of two runs alone, passed by
+#: ``adversarial.forges_the_collected_values`` (two equal outputs, or two different ones) and by
+#: simple functions that are not the graded ones: attention that averages the values it may see (a
+#: running mean with the cache), a model whose logits add the mean of the article's embeddings to
+#: each summary token's, a sampler that draws any tokens from its generator.
+FORGEABLE_PROPERTIES = {"test_multihead_hidden_cache", "test_model_hidden_cache", "test_sampling_hidden_generator"}
+
+
 # A notebook of this assignment takes about 20 s to grade: known-wrong variants share notebooks
 # where no test one must fail reaches a function another replaces (``pack_wrong``); a variant with
 # ``must_keep`` is graded alone. Correct alternatives are packed together.

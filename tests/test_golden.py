@@ -1,6 +1,7 @@
 """The golden-value primitive in its three modes, and the judge shared by compare and sealed grading."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -343,10 +344,6 @@ def _spec(measure, shapes, low=None, high=None, **parts):
             **{name: encode(value) for name, value in parts.items() if name != "params"}, "params": parts.get("params")}
 
 
-def _values(*arrays):
-    return {"kind": "values", "items": [encode(a) for a in arrays]} if len(arrays) > 1 else encode(arrays[0])
-
-
 @pytest.mark.parametrize("measure, arrays, parts, expected", [
     ("mean_difference", [np.full(4, 3.5)], {"reference": np.float64(3.0)}, 0.5),
     ("mean_difference", [np.array([True, False, False, False])], {}, 0.25),
@@ -364,6 +361,11 @@ def _values(*arrays):
                                                                  "params": {"eos": 4}}, 1.0),
     ("eos_mismatches", [np.array([[0, 2, 4, 1]])], {"reference": np.array([[0, 2, 4, 3]]),
                                                     "params": {"eos": 4, "after_eos": "eos"}}, 1.0),
+    ("greedy_problems", [np.array([[1, 0, 2], [1, 1, 0]]), np.array([[1, 0, 2], [1, 1, 1]]),
+                         np.array([[[5.0, 1, 0], [0, 0, 9]], [[0, 5, 0], [7, 7, 0]]])],
+     {"params": {"bos": 1, "eos": 2, "tie": 1e-4}}, 0.0),  # row 1 parts from the cached one at a tie
+    ("greedy_problems", [np.array([[1, 1, 2]]), np.array([[1, 0, 2]]), np.array([[[5.0, 1, 0], [0, 0, 9]]])],
+     {"params": {"bos": 1, "eos": 2, "tie": 1e-4}}, 2.0),  # not greedy, and parts where no tie is
     ("frequency_error", [np.array([[0, 0, 1, 1]])], {"reference": np.log(np.array([[0.5, 0.3, 0.2]])),
                                                      "params": {"top_k": [2]}}, abs(0.5 - 0.625)),
     ("draws_outside", [np.array([[0, 2, 1, 7]])], {"reference": np.log(np.array([[0.5, 0.3, 0.2]])),
@@ -371,9 +373,10 @@ def _values(*arrays):
 ])
 def test_each_measure_computes_its_number_from_the_raw_values(measure, arrays, parts, expected):
     spec = _spec(measure, [list(a.shape) for a in arrays], high=-1.0, **parts)  # every value breaks the bound
-    message = judge(spec, _values(*arrays))
+    got = {"kind": "values", "items": [encode(a) for a in arrays]} if len(arrays) > 1 else encode(arrays[0])
+    message = judge(spec, got)
     assert message.startswith(golden.MEASURES[measure]["says"])
-    assert judge(dict(spec, high=expected + 1e-12, low=expected - 1e-12), _values(*arrays)) is None, message
+    assert judge(dict(spec, high=expected + 1e-12, low=expected - 1e-12), got) is None, message
 
 
 def test_the_sampling_filter_follows_the_text_temperature_then_top_k_then_top_p():
@@ -388,8 +391,6 @@ def test_the_sampling_filter_follows_the_text_temperature_then_top_k_then_top_p(
 
 
 def test_measures_with_params_text_and_free_shapes_record_and_judge(golden_file, monkeypatch, tmp_path):
-    import json as json_
-
     def test_record():
         x = torch.full((3, 4), 2.0, dtype=torch.float64)
         expect_between("demo/noise_std", x + torch.tensor([1.0, -1.0]).repeat(6).reshape(3, 4), measure="std_difference",
@@ -397,7 +398,7 @@ def test_measures_with_params_text_and_free_shapes_record_and_judge(golden_file,
         expect_between("demo/tails", x + 3.0, measure="fraction_beyond", reference=x[:1], params={"threshold": 1.0},
                        low=1.0)
         expect_between("demo/runs_differ", (torch.tensor([0, 1, 2]), torch.tensor([0, 1])), measure="mismatches", low=1)
-        expect_between("demo/spans", json_.dumps([["ab", "b!"]] * 2), measure="span_problems",
+        expect_between("demo/spans", json.dumps([["ab", "b!"]] * 2), measure="span_problems",
                        params={"documents": ["ab"], "block_sizes": [2], "repeats": 2}, low=2)
 
     record(monkeypatch, test_record)
@@ -421,3 +422,29 @@ def test_measures_with_params_text_and_free_shapes_record_and_judge(golden_file,
 
     with pytest.raises(ValueError, match=r"reference of shape \(2,\) does not broadcast"):
         test_bad_reference()
+
+
+def test_golden_references_and_the_graders_own_toy_model(golden_file, monkeypatch):
+    from helpers.summarization import ToyDecoderModel
+
+    model, src = ToyDecoderModel(vocab_size=5, seed=0, sharpness=0.7), torch.arange(4)[:, None].repeat(1, 2)
+    tokens = torch.zeros(4, 1, dtype=torch.long)
+    for _ in range(3):
+        tokens = torch.cat([tokens, model(src, tokens)[:, -1].argmax(-1, keepdim=True)], 1)
+    params = {"model": {"vocab_size": 5, "seed": 0, "sharpness": 0.7}, "top_k": 1, "bos": 0, "eos": 4, "max_len": 3}
+
+    def test_record(sent):
+        expect_between("demo/greedy", sent, measure="eos_mismatches", golden=True, params={"eos": 4}, high=0)
+        expect_between("demo/top_1", sent, measure="toy_top_k_violations", reference=src, params=params, high=0)
+
+    record(monkeypatch, lambda: test_record(tokens))
+    stored = json.loads(golden_file.read_text())["values"]
+    assert golden._decode(stored["demo/greedy"]["reference"]).tolist() == tokens.tolist()  # the reference's own value
+    test_record(tokens)
+    wrong = tokens.clone()
+    wrong[:, 1] = (wrong[:, 1] + 1) % 5  # every row's first token is no longer the most likely
+    with pytest.raises(GoldenMismatch, match="the rows that differ are 4"):
+        test_record(wrong)
+    assert re.fullmatch(r"the tokens that break the rules are [4-9], must be at most 0", judge(stored["demo/top_1"], encode(wrong)))
+    with pytest.raises(ValueError, match="golden=True takes one array and no reference"):
+        expect_between("k", tokens, measure="eos_mismatches", golden=True, reference=tokens, params={"eos": 4}, high=0)

@@ -8,8 +8,11 @@ import re
 
 import torch
 
+from adversarial import grade_forgeries
+from conftest import BATCH_LIMITS
 from helpers import summarization as S
 from student_run import printed
+from summarization_variants import FORGEABLE_PROPERTIES
 
 SLUG = "summarization"
 
@@ -83,3 +86,13 @@ class _TinyModel(torch.nn.Module):
     def forward(self, src, tgt_in):
         article = self.embed(src).mean(1, keepdim=True).expand(-1, tgt_in.shape[1], -1)
         return self.out(torch.cat([self.embed(tgt_in), article], -1))
+
+
+def test_forgeries_pass_only_what_simple_functions_pass(layout, assignment_batch, tmp_path):
+    """Issue 35: a notebook that implements nothing and makes every number computed in its kernel lie
+    passes no hidden test (it passed 21 of 43 points before: the 19 that rested on properties, and the
+    model's 2 with a module of the right size); one that also sends what each property accepts passes
+    only three tests of two runs (4 points), which simple functions that are not the graded ones pass too."""
+    passed = grade_forgeries(layout, SLUG, assignment_batch(SLUG).folder / "samples" / "blank.ipynb", tmp_path,
+                             BATCH_LIMITS[SLUG])
+    assert passed == {"every_number": set(), "collected_values": FORGEABLE_PROPERTIES}

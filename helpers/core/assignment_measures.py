@@ -15,6 +15,12 @@ only when its measure runs.
     ``length_max``, ``length_mean``, ``length_spread``, ``span_ratio_mean``,
     ``span_ratio_spread``, ``start_mean``; spreads are population standard deviations), plus the
     number of examples that break the description.
+``toy_top_k_violations``
+    summarization's sampled tokens ``(B, T)`` for the articles ``src`` (the reference, ``(B, S)``) of a
+    ``ToyDecoderModel(**params["model"])``: the tokens outside the ``params["top_k"]`` most likely
+    after their prefix (by the grader's own copy of the model), before the row's first
+    ``params["eos"]``; tokens after it that are not eos; rows that do not start with
+    ``params["bos"]``; and one if the rows are longer than ``params["max_len"] + 1``.
 """
 
 from __future__ import annotations
@@ -70,6 +76,29 @@ def _span_statistics(texts, reference, where, params):
     return float(len(outside)), "; ".join(outside)
 
 
+def _toy_top_k_violations(arrays, reference, where, params):
+    import torch
+
+    from helpers.summarization.decoding import ToyDecoderModel
+
+    out, src = arrays[0], reference
+    if out.ndim != 2 or out.shape[0] != src.shape[0] or out.dtype.kind not in "iu" or out.shape[1] < 1:
+        raise _Refused(f"expected integer tokens with {src.shape[0]} rows, got {out.dtype} of shape {out.shape}")
+    model = ToyDecoderModel(**params["model"])
+    eos, top_k = int(params["eos"]), int(params["top_k"])
+    tokens = torch.as_tensor(out, dtype=torch.long)
+    if not ((tokens >= 0) & (tokens < model.vocab_size)).all():
+        raise _Refused("some tokens are not in the vocabulary")
+    with torch.no_grad():
+        logits = model(torch.as_tensor(src), tokens[:, :-1])
+    allowed = torch.zeros_like(logits, dtype=torch.bool).scatter(2, logits.topk(top_k, dim=-1).indices, True)
+    chosen = allowed.gather(2, tokens[:, 1:, None])[..., 0]
+    finished_before = torch.cat([torch.zeros(len(tokens), 1, dtype=torch.bool), (tokens[:, 1:-1] == eos).cummax(1).values], 1)
+    bad = int((tokens[:, 0] != int(params["bos"])).sum()) + int(tokens.shape[1] > int(params["max_len"]) + 1)
+    bad += int((~chosen & ~finished_before).sum()) + int(((tokens[:, 1:] != eos) & finished_before).sum())
+    return float(bad)
+
+
 MEASURES: dict[str, Measure] = {
     "span_problems": Measure("the examples that break the description are", _span_problems, arrays=(1,),
                              reference="none", shapes="free", params=("documents", "block_sizes", "repeats"),
@@ -77,4 +106,7 @@ MEASURES: dict[str, Measure] = {
     "span_statistics": Measure("the statistics outside their ranges are", _span_statistics, arrays=(1,),
                                reference="none", shapes="free", params=("document", "block_size", "count", "ranges"),
                                elementwise=False, text=True),
+    "toy_top_k_violations": Measure("the tokens that break the rules are", _toy_top_k_violations, arrays=(1,),
+                                    reference="required", shapes="free", params=("model", "top_k", "bos", "eos", "max_len"),
+                                    elementwise=False),
 }

@@ -223,7 +223,7 @@ def expect(key: str, value: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> N
 
 def expect_between(key: str, value: Any, *, low: float | None = None, high: float | None = None,
                    measure: str = "value", reference: Any = None, where: Any = None,
-                   params: dict | None = None) -> None:
+                   params: dict | None = None, golden: bool = False) -> None:
     """Check a property: a measure of ``value`` must lie in ``[low, high]`` (either bound may be None).
 
     Parameters
@@ -255,6 +255,10 @@ def expect_between(key: str, value: Any, *, low: float | None = None, high: floa
     params : dict, optional
         Settings of the measure (a threshold, an eos id, a document), JSON numbers and strings.
         Recorded like ``reference``.
+    golden : bool
+        The reference is the reference solution's own ``value``, recorded at build instead of a
+        ``reference`` the test computes (which a notebook could read and send back): for outputs
+        that a measure compares loosely, e.g. decoded tokens up to eos, whose lengths may differ.
 
     Shapes must match the reference solution's (recorded at build) unless the measure says
     otherwise. Messages give the measured number and the bound, never the reference. Example: a
@@ -267,10 +271,12 @@ def expect_between(key: str, value: Any, *, low: float | None = None, high: floa
     if low is None and high is None:
         raise ValueError("expect_between needs low, high or both")
     several = isinstance(value, tuple) and measure != "value"
-    rule = check_call(measure, len(value) if several else 1, reference, where, params)
+    rule = check_call(measure, len(value) if several else 1, reference, where, params, golden)
     check = {"check": "between", "low": low, "high": high}
     if rule is not None:
         check["measure"] = measure
+    if golden and _mode() == "record":
+        reference = value  # the reference solution's own output (only in record mode: never in the kernel)
     _dispatch(key, value, check, several=several, reference=reference, where=where, params=params)
 
 

@@ -45,6 +45,13 @@ the value itself when it comes alone; ``where`` picks its entries.
     from their reference up to and including its first ``params["eos"]`` (or over its whole
     length without one); with ``params["after_eos"] = "eos"`` a row that goes on with anything
     but eos after that point counts as well. Rows must match the reference's; lengths may not.
+``greedy_problems``
+    three arrays from a greedy decoder: its tokens ``(B, T)``, its tokens decoded another way (with a
+    cache) ``(B, T')`` and the model's logits for the first ones, ``(B, T - 1, V)`` (what the model
+    gives after each prefix): the rows that do not start with ``params["bos"]`` or do not take the
+    largest logit (within ``params["tie"]``) at every step up to their first ``params["eos"]``, plus
+    one when the two decodings part where the logits of their two tokens differ by more than the tie
+    (or have different lengths with the same tokens).
 ``frequency_error``, ``draws_outside``
     draws ``(R, N)`` of token ids against next-token logits ``(R, C)`` (the reference), one row
     of logits per row of draws, turned into the distribution the text defines with
@@ -52,6 +59,10 @@ the value itself when it comes alone; ``where`` picks its entries.
     no filter): temperature, then the k most likely, then the smallest set whose probability
     reaches p. ``frequency_error`` is the largest ``|frequency - probability|``;
     ``draws_outside`` the number of draws of tokens that distribution never gives.
+
+With ``golden=True`` the reference is the reference solution's own value, recorded at build (as
+:func:`helpers.core.golden.expect` records it): nothing in the student's kernel holds it, so it
+cannot be sent back; for outputs a measure compares loosely (tokens up to eos, of any length).
 
 Grader-side measures that call the grader's own copy of a course helper (a patched copy in the
 student's kernel changes nothing) live in :mod:`helpers.core.assignment_measures`.
@@ -181,6 +192,32 @@ def _eos_mismatches(arrays, reference, where, params):
     return float(bad)
 
 
+def _greedy_problems(arrays, reference, where, params):
+    plain, cached, logits = arrays
+    bos, eos, tie = int(params["bos"]), int(params["eos"]), float(params["tie"])
+    if plain.ndim != 2 or cached.ndim != 2 or logits.shape[:2] != (plain.shape[0], plain.shape[1] - 1) \
+            or cached.shape[0] != plain.shape[0]:
+        return float(plain.shape[0] if plain.ndim else 1), "the shapes of the tokens and the logits do not fit"
+    logits = logits.astype(np.float64)
+    best = logits.max(axis=-1)
+    bad = 0
+    for b, row in enumerate(plain.tolist()):  # each row greedy with respect to the logits, up to its eos
+        end = row.index(eos) + 1 if eos in row else len(row)
+        bad += row[0] != bos or any(not 0 <= token < logits.shape[2] or logits[b, t - 1, token] < best[b, t - 1] - tie
+                                    for t, token in enumerate(row[1:end], start=1))
+    width = min(plain.shape[1], cached.shape[1])
+    differs = plain[:, :width] != cached[:, :width]
+    if differs.any():  # the first step where the two part: they may only choose between (near) ties
+        step = int(np.nonzero(differs.any(axis=0))[0][0])
+        rows = np.nonzero(differs[:, step])[0]
+        chosen = [(logits[b, step - 1, plain[b, step]], logits[b, step - 1, cached[b, step]])
+                  for b in rows if step >= 1 and 0 <= cached[b, step] < logits.shape[2]]
+        bad += len(chosen) < len(rows) or any(abs(p - c) > tie for p, c in chosen)
+    elif plain.shape != cached.shape:
+        bad += 1
+    return float(bad)
+
+
 def filtered_distribution(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
     """The next-token distribution the summarization text defines: logits / temperature, only the
     ``top_k`` largest (ties at the k-th kept), then the most likely tokens until their probability
@@ -253,6 +290,8 @@ MEASURES: dict[str, Measure | None] = {
     "distinct_rows": Measure("the number of different rows is", _distinct_rows, arrays=(1,), reference="none"),
     "eos_mismatches": Measure("the rows that differ are", _eos_mismatches, arrays=(1,), reference="required",
                               shapes="free", params=("eos",), elementwise=False),
+    "greedy_problems": Measure("the problems are", _greedy_problems, arrays=(3,), reference="none", shapes="free",
+                               params=("bos", "eos", "tie"), elementwise=False),
     "frequency_error": Measure("the largest frequency error is", _frequency_error, arrays=(1,),
                                reference="required", elementwise=False),
     "draws_outside": Measure("the draws outside the distribution are", _draws_outside, arrays=(1,),
@@ -358,7 +397,8 @@ def measure_parts(key: str, rule: Measure, got: dict, reference: Any, where: Any
     return parts
 
 
-def check_call(measure: Any, count: int, reference: Any, where: Any, params: dict | None) -> Measure | None:
+def check_call(measure: Any, count: int, reference: Any, where: Any, params: dict | None,
+               golden: bool = False) -> Measure | None:
     """The rule of ``measure``, after checking that a call fits it (in every mode, at the call)."""
     rule = MEASURES.get(measure, False) if isinstance(measure, str) else False
     if rule is False:
@@ -367,7 +407,10 @@ def check_call(measure: Any, count: int, reference: Any, where: Any, params: dic
         if reference is not None or where is not None or params:
             raise ValueError('measure="value" takes one number: no reference, no where, no params')
         return None
-    if rule.reference == "required" and reference is None:
+    if golden and (reference is not None or rule.reference == "none" or count != 1):
+        raise ValueError(f"golden=True takes one array and no reference (the recorded value is the reference), "
+                         f"for a measure that takes one ({measure!r})")
+    if rule.reference == "required" and reference is None and not golden:
         raise ValueError(f"measure {measure!r} needs a reference")
     if rule.difference and (count == 2) == (reference is not None):
         raise ValueError(f"measure {measure!r} takes a pair of arrays, or one array and a reference")

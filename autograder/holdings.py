@@ -148,8 +148,11 @@ class Meter:
         for pid in pids:
             pages += _private_pages_kb(pid) if exact else _resident_kb(pid)
             held.address_space_mb = max(held.address_space_mb, _virtual_kb(pid) / 1024)
-            for dev, ino, size in _open_and_mapped_files(pid):
-                (objects if self.in_memory(dev) else disk)[(dev, ino)] = size
+            for dev, ino, size, deleted in _open_and_mapped_files(pid):
+                if self.in_memory(dev):
+                    objects[(dev, ino)] = size
+                elif deleted:  # a named file on disk is the uid's (counted below) or not its writing at all
+                    disk[(dev, ino)] = size
             for dev, used in self._own_tmpfs(pid).items():
                 sandbox_mounts[dev] = used
         if self.uid is None and pids:  # bubblewrap: its own IPC namespace, whoever it runs as
@@ -239,7 +242,9 @@ def _virtual_kb(pid: int) -> int:
 
 
 def _open_and_mapped_files(pid: int):
-    """(device, inode, allocated bytes) of each shared-memory or deleted file ``pid`` holds open or maps."""
+    """(device, inode, allocated bytes, deleted) of each regular file ``pid`` holds open, and of each
+    shared-memory or deleted file it maps. A model's weights that it reads from a shared read-only
+    cache are held open too: only the caller knows which files are its own."""
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -254,7 +259,7 @@ def _open_and_mapped_files(pid: int):
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):
-            yield st.st_dev, st.st_ino, st.st_blocks * 512
+            yield st.st_dev, st.st_ino, st.st_blocks * 512, target.endswith(" (deleted)")
     try:
         maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
@@ -276,7 +281,7 @@ def _open_and_mapped_files(pid: int):
             st = os.stat(f"/proc/{pid}/map_files/{fields[0]}")
         except OSError:
             continue
-        yield st.st_dev, st.st_ino, st.st_blocks * 512
+        yield st.st_dev, st.st_ino, st.st_blocks * 512, path.endswith(" (deleted)")
 
 
 def sysv_objects(uid: int) -> list[tuple[str, int]]:

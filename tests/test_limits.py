@@ -97,3 +97,31 @@ def test_a_run_whose_sandbox_could_not_be_emptied_is_not_judged():
     assert result["status"] == "error" and "outlived the kill" in result["message"]
     case = result["questions"]["q1"]["cases"][0]
     assert result["questions"]["q1"]["score"] == 0 and not case["passed"] and "not judged" in case["message"]
+
+
+def test_a_file_read_from_a_shared_cache_is_no_disk_of_the_submission_but_a_deleted_one_is(tmp_path):
+    """A model's weights held open while loading are not files the submission wrote (a correct
+    visualizing_attention notebook was stopped for 'disk' while its 520 MB model file was open);
+    a file it deleted but still holds counts where it lives."""
+    import subprocess
+
+    from autograder.holdings import Meter
+
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\1" * (8 << 20))
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys, time
+keep = open({str(weights)!r}, "rb")
+scratch = open({str(tmp_path / "scratch.bin")!r}, "wb")
+scratch.write(b"x" * (4 << 20)); scratch.flush(); os.fsync(scratch.fileno())
+os.unlink({str(tmp_path / "scratch.bin")!r})
+print("ready", flush=True)
+time.sleep(30)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        held = Meter(None).measure([holder.pid])
+        assert 3.9 < held.disk_mb < 6, held  # the deleted 4 MB file only, not the 8 MB one it reads
+    finally:
+        holder.kill()
+        holder.wait()

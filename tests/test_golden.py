@@ -380,7 +380,7 @@ def test_each_measure_computes_its_number_from_the_raw_values(measure, arrays, p
 
 
 def test_the_sampling_filter_follows_the_text_temperature_then_top_k_then_top_p():
-    from helpers.core.measures import filtered_distribution
+    from autograder.sampling_measures import filtered_distribution
 
     logits = np.log([0.1, 0.4, 0.2, 0.3])
     assert np.allclose(filtered_distribution(logits, 1.0, None, None), [0.1, 0.4, 0.2, 0.3])

@@ -76,8 +76,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Measure", "MEASURES", "judge_measure", "measure_parts", "check_call", "bounds", "decode",
-           "filtered_distribution"]
+__all__ = ["Measure", "MEASURES", "judge_measure", "measure_parts", "check_call", "bounds", "decode"]
 
 
 @dataclass(frozen=True)
@@ -218,51 +217,19 @@ def _greedy_problems(arrays, reference, where, params):
     return float(bad)
 
 
-def filtered_distribution(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
-    """The next-token distribution the summarization text defines: logits / temperature, only the
-    ``top_k`` largest (ties at the k-th kept), then the most likely tokens until their probability
-    reaches ``top_p`` (each token kept while the mass before it is below p), renormalized."""
-    z = np.asarray(logits, dtype=np.float64) / float(temperature)
-    if top_k is not None:
-        z = np.where(z < np.sort(z)[::-1][int(top_k) - 1], -np.inf, z)
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    if top_p is not None:
-        order = np.argsort(-p, kind="stable")
-        before = np.cumsum(p[order]) - p[order]
-        kept = np.zeros_like(p, dtype=bool)
-        kept[order[before < float(top_p)]] = True
-        p = np.where(kept, p, 0.0)
-        p /= p.sum()
-    return p
+def _grader_side(name: str):
+    """A measure whose arithmetic is an exercise's solution (summarization's top-k and nucleus
+    filtering) lives with the grader (``autograder/sampling_measures.py``), not in the package
+    students install; it is imported where a measure is judged, which is never a student's kernel."""
+    def run(arrays, reference, where, params):
+        from importlib import import_module
+
+        return getattr(import_module("autograder.sampling_measures"), name)(arrays, reference, where, params)
+
+    return run
 
 
-def _distributions(draws, logits, params):
-    draws = draws.reshape(-1, draws.shape[-1]) if draws.ndim > 1 else draws[None]
-    logits = logits.reshape(-1, logits.shape[-1])
-    if draws.shape[0] != logits.shape[0] or draws.dtype.kind not in "iu":
-        raise _Refused(f"expected integer draws with {logits.shape[0]} row(s), got {draws.dtype} of shape {draws.shape}")
-    options = [params.get(name) or [None] * len(logits) for name in ("temperature", "top_k", "top_p")]
-    return draws, [filtered_distribution(row, t or 1.0, k, p) for row, t, k, p in zip(logits, *options)]
-
-
-def _frequency_error(arrays, reference, where, params):
-    draws, distributions = _distributions(arrays[0], reference, params)
-    worst = 0.0
-    for row, p in zip(draws, distributions):
-        inside = row[(row >= 0) & (row < len(p))]
-        frequency = np.bincount(inside, minlength=len(p))[:len(p)] / max(len(row), 1)
-        worst = max(worst, float(np.abs(frequency - p).max()), float(1 - len(inside) / max(len(row), 1)))
-    return worst
-
-
-def _draws_outside(arrays, reference, where, params):
-    draws, distributions = _distributions(arrays[0], reference, params)
-    outside = 0
-    for row, p in zip(draws, distributions):
-        inside = (row >= 0) & (row < len(p))
-        outside += int((~inside).sum()) + int((p[row[inside]] == 0).sum())
-    return float(outside)
+_frequency_error, _draws_outside = _grader_side("frequency_error"), _grader_side("draws_outside")
 
 
 class _Refused(ValueError):

@@ -25,7 +25,8 @@ demo: install
 test: install
 	COURSE_SETTING=grading $(BIN)/python -m pytest
 
-# Every test that grades no batch of notebooks: for iterating on one module (under 5 minutes).
+# Every test that neither builds an assignment nor grades a batch: for iterating on one module
+# (target: under 5 minutes; the README gives the figure measured last).
 test-fast: install
 	COURSE_SETTING=grading $(BIN)/python -m pytest -m "not batch"
 

@@ -24,7 +24,6 @@ import shutil
 import tempfile
 import time
 import tomllib
-import zipfile
 from pathlib import Path
 
 import nbformat
@@ -32,16 +31,15 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from helpers.core.contract import (GOLDEN_FILE_ENV as FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV,
-                                   WAIT_POLICY, WAIT_POLICY_ENV)
+from helpers.core.contract import GOLDEN_FILE_ENV as FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
 from helpers.core.golden import FORMAT_VERSION
 
 from . import master
-from .gradescope import ENTRY_POINT, PACKAGE_DIR
+from .autograder_zip import Autograder, gradescope_entries, setup_additions, write_stable_zip
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from .layout import CourseError, Layout
-from .otter_io import first_error, read_tests, summarize
-from .sealed import Autograder
+from .otter_io import first_error, summarize
+from .protocol import GRADING_SETTING, thread_settings
 
 
 @contextlib.contextmanager
@@ -121,12 +119,12 @@ def record_golden(solution_nb: Path, autograder_zip: Path, golden_path: Path) ->
     from otter.api import grade_submission
 
     golden_path.write_text(json.dumps({"format": FORMAT_VERSION, "values": {}}), encoding="utf-8")
-    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), SETTING_ENV: "grading",
+    with environment(**{MODE_ENV: "record", FILE_ENV: str(golden_path), SETTING_ENV: GRADING_SETTING,
                         IPYTHONDIR_ENV: str(isolated_ipython_dir(golden_path.parent))}):
         results = grade_submission(str(solution_nb), str(autograder_zip), quiet=True)
     if results.has_catastrophic_failure():
         raise CourseError(f"grading the reference solution failed: {results.catastrophic_error}")
-    questions = summarize(results, read_tests(autograder_zip))
+    questions = summarize(results, Autograder.read(autograder_zip).tests)
     golden = json.loads(golden_path.read_text(encoding="utf-8"))
     check_recording(questions, golden, first_error(results.notebook))
     return golden
@@ -190,48 +188,6 @@ def no_deps_requirements(layout: Layout) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def setup_additions(layout: Layout) -> str:
-    """Lines appended to otter's Gradescope ``setup.sh``: the packages a requirements list cannot
-    install without their dependencies, then :func:`autograder.gradescope.prepare_image` (the
-    sandbox's uid may run the environment's Python; the bundled GPT converted once into the image
-    when the tests load it, so that no submission pays the 20 s conversion)."""
-    lines = ["", "# course bundle: packages installed without their dependencies",
-             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps_requirements(layout))}",
-             "# course bundle: ready the image for sealed grading (see autograder/gradescope.py)",
-             f"cd /autograder/source && mamba run -n otter-env python -c 'import sys; "
-             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"files\"]; from autograder.gradescope import prepare_image; "
-             "prepare_image()'"]
-    return "\n".join(lines) + "\n"
-
-
-def gradescope_entries(layout: Layout) -> dict[str, bytes]:
-    """What the zip carries for sealed grading on Gradescope: this package, and a ``run_otter.py``
-    that grades through it (``otter run`` does not use that file and grades as before)."""
-    entries = {"run_otter.py": ENTRY_POINT.encode("utf-8")}
-    for path in sorted((layout.root / "autograder").glob("*.py")):
-        entries[f"{PACKAGE_DIR}/autograder/{path.name}"] = path.read_bytes()
-    return entries
-
-
-def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: dict[str, bytes] | None = None) -> None:
-    """Copy a zip with sorted entries and fixed timestamps: same content, same bytes; with
-    ``setup_extra`` appended to ``setup.sh`` and ``entries`` added (or put in place of otter's).
-
-    ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
-    an unchanged master must not make every submission look stale.
-    """
-    entries = entries or {}
-    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
-        for name in sorted({*src.namelist(), *entries}):
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if name == "run_autograder" else 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            data = entries[name] if name in entries else src.read(name)
-            if name == "setup.sh":
-                data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
-            out.writestr(info, data)
-
-
 def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autograder_dir: Path | None = None,
           log=print) -> Autograder:
     """Build one assignment. Returns its autograder zip, read (tests, points, golden values).
@@ -253,7 +209,7 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
         zip2, solution_nb = run_otter_assign(staged, tmp / "pass2")
         ag_zip = autograder_dir / layout.autograder_zip(slug).name
         ag_zip.parent.mkdir(parents=True, exist_ok=True)
-        write_stable_zip(zip2, ag_zip, setup_additions(layout), gradescope_entries(layout))
+        write_stable_zip(zip2, ag_zip, setup_additions(no_deps_requirements(layout)), gradescope_entries())
         shutil.copy(solution_nb, autograder_dir / layout.solution_notebook(slug).name)
         publish_student(tmp / "pass2" / "student", notebooks_dir / slug, slug)
     seconds = time.perf_counter() - started
@@ -270,7 +226,7 @@ def _build_quietly(root: str, slug: str, threads: int) -> tuple[Autograder, list
     """One build in a worker process: its result and what it would have printed. Its kernels get
     their share of the cores, and idle OpenMP threads sleep instead of spinning against the other
     build's."""
-    os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), **{WAIT_POLICY_ENV: WAIT_POLICY})
+    os.environ.update(thread_settings(threads))
     said: list[str] = []
     return build(Layout(Path(root)), slug, log=said.append), said
 

@@ -21,7 +21,7 @@ from . import master
 from .build import build
 from .layout import Layout
 
-# (``<!-- BEGIN QUESTION -->`` stays: otter's PDF export filters on it.)
+# (``<!-- BEGIN QUESTION -->`` is no leak: the students' PDF export, helpers.core.pdf, finds the written answers by it.)
 MARKERS = re.compile(
     r"BEGIN SOLUTION|END SOLUTION|#\s*SOLUTION\b|BEGIN TESTS|END TESTS|ASSIGNMENT CONFIG|TEST CONFIG|#\s*HIDDEN\b",
     re.IGNORECASE,

@@ -66,8 +66,8 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
 
     reports = [path for results in ("results", "results_bad_inputs")
                for path in make_reports(out / results, layout=layout, log=lambda line: None)]
-    log(f"\n== the instructor's report of each graded folder (scores, tests, common mistakes, similar "
-        f"submissions):\n" + "\n".join(f"  {path}" for path in reports))
+    log("\n== the instructor's report of each graded folder (scores, tests, common mistakes, similar "
+        "submissions):\n" + "\n".join(f"  {path}" for path in reports))
 
     problems = unexpected(rows + bad_rows, expected)
     sealing = "UNSAFE (--unsafe): otter in your own account" if unsafe else \

@@ -6,37 +6,36 @@ does. Rows are saved atomically, one file per submission, as they finish, so an 
 killed) run resumes where it stopped; a row is reused only while the submission's bytes (sha256)
 and the autograder are unchanged.
 
-By default each submission runs sealed (:mod:`autograder.sealed`): in a bubblewrap sandbox, or
+By default each submission runs sealed (:mod:`autograder.pool`): in a bubblewrap sandbox, or
 where none starts and the grader is root, as a separate uid (POSIX separation), its score judged
-outside from the values its tests collected. ``unsafe=True`` is plain otter in a child process of
+outside from the values its tests collected (:mod:`autograder.judge`). The run itself, with
+its resume and progress bar, is :class:`autograder.batch.Batch`, which ``course pdf`` drives too. ``unsafe=True`` is plain otter in a child process of
 the grading user, which a determined submission can fool: only for code the instructor trusts.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from tqdm.auto import tqdm
 
 from helpers.core.models import prepare_bundled_gpt
 
+from .autograder_zip import Autograder
+from .batch import Batch
 from .layout import CourseError, Layout
-from .otter_io import possible_points, read_tests
-from .reports import limits_record, now, write_atomically, write_reports, write_run_record
+from .reports import limits_record, now, write_reports, write_run_record
 from .sandbox import SandboxLimits, SandboxUnavailable
-from .sealed import Autograder, SandboxPool
-from .submissions import (SLUG_PATTERN, InvalidSubmission, assignment_of, find_submissions, read_submission_notebook,
-                          sha256, submission_id)
+from .submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
 from .worker import run_worker
 
 #: Time, memory (all processes of a submission together), process and output limits.
 Limits = SandboxLimits
+#: Where a run's rows are saved, one file per submission.
+ROWS = "rows"
 
 
 @dataclass
@@ -52,21 +51,15 @@ class Grader:
     unsafe: bool = False  # plain otter grading in the grader's account: only for trusted code
     threads: int | None = None  # torch/OpenMP threads per submission (default: the cores shared among jobs)
     sandbox_mode: str | None = None  # auto, bubblewrap or posix (default: $COURSE_SANDBOX, else auto)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _prepared: set = field(default_factory=set, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def autograder_for(self, path: Path) -> tuple[str, Path, nbformat.NotebookNode]:
         """(assignment, autograder zip, notebook) of a submission; InvalidSubmission if it can't be told."""
         nb = read_submission_notebook(path)
         if self.autograder:
             return self.assignment or self.autograder.stem.removesuffix("-autograder"), self.autograder, nb
-        slug = self.assignment or assignment_of(nb)
-        if not slug:
-            raise InvalidSubmission("the notebook does not say which assignment it is (no otter metadata); "
-                                    "grade it with --assignment SLUG")
-        if not isinstance(slug, str) or not SLUG_PATTERN.fullmatch(slug):
-            raise InvalidSubmission(f"the notebook names the assignment {str(slug)[:60]!r}, which is not an "
-                                    "assignment name (lowercase letters, digits and _)")
+        slug = assignment_slug(nb, self.assignment)
         zip_path = self.layout.autograder_zip(slug)
         if not zip_path.is_file():
             raise InvalidSubmission(f"no autograder for assignment {slug!r} at {zip_path}; run `course build {slug}`")
@@ -74,9 +67,9 @@ class Grader:
 
     def loaded(self, zip_path: Path) -> Autograder:
         """The autograder zip, read once per run (its public files extracted for the sandboxes)."""
-        autograder = self._pool.autograder(zip_path)
+        autograder = self._batch.sandboxes().autograder(zip_path)
         with self._lock:
-            if zip_path not in self._prepared and any("load_gpt(" in s["source"] for s in autograder.sources):
+            if zip_path not in self._prepared and autograder.needs_bundled_gpt:
                 try:  # converted once here: the sandboxes see the cache read-only
                     prepare_bundled_gpt()
                 except FileNotFoundError as err:  # the model package is missing: say so, not a traceback
@@ -84,9 +77,9 @@ class Grader:
             self._prepared.add(zip_path)
         return autograder
 
-    def grade_one(self, path: Path, row_path: Path) -> dict:
+    def grade_one(self, path: Path) -> dict:
         started = time.perf_counter()
-        row = {"submission": submission_id(path, self.submissions), "file": str(path.relative_to(self.submissions)),
+        row = {"submission": self._batch.submission_id(path), "file": str(path.relative_to(self.submissions)),
                "sha256": sha256(path)}
         try:
             slug, zip_path, nb = self.autograder_for(path)
@@ -96,12 +89,12 @@ class Grader:
             if self.unsafe:  # otter's own run: no pool, the zip read as otter reads it
                 row.update(assignment=slug, autograder_sha256=sha256(zip_path))
                 row.update(run_worker(path, zip_path, self.limits))
-                possible = possible_points(read_tests(zip_path))
+                possible = Autograder.read(zip_path).possible
             else:  # read once per run: tests, points and the zip's hash
                 autograder = self.loaded(zip_path)
                 row.update(assignment=slug, autograder_sha256=autograder.sha256)
-                row.update(self._pool.grade(autograder, nbformat.writes(nb), self.limits))
-                possible = possible_points(autograder.tests)
+                row.update(self._batch.sandboxes().grade(autograder, nbformat.writes(nb), self.limits))
+                possible = autograder.possible
             for q, points in possible.items():  # every question gets a column, even on timeout
                 row["questions"].setdefault(q, {"score": 0, "possible": points, "cases": []})
         row["scores"] = {q: v["score"] for q, v in sorted(row["questions"].items())}
@@ -110,17 +103,10 @@ class Grader:
         row["seconds"] = round(time.perf_counter() - started, 2)
         row["sealed"] = not self.unsafe
         row["limits"], row["graded_at"] = limits_record(self.limits), now()
-        write_atomically(row_path, json.dumps(row, indent=1))
         return row
 
-    def is_current(self, row_path: Path, path: Path) -> bool:
+    def still_holds(self, path: Path, row: dict) -> bool:
         """A saved row still holds: same submission bytes, same autograder (if it got that far), same mode."""
-        if self.force or not row_path.is_file():
-            return False
-        try:
-            row = json.loads(row_path.read_text(encoding="utf-8"))
-        except ValueError:
-            return False
         if row.get("sha256") != sha256(path) or row.get("sealed", False) != (not self.unsafe):
             return False
         if not row.get("assignment"):  # rejected before an autograder was chosen
@@ -128,54 +114,28 @@ class Grader:
         zip_path = self.autograder or self.layout.autograder_zip(row["assignment"])
         return zip_path.is_file() and row.get("autograder_sha256") == sha256(zip_path)
 
-    def start_sandboxes(self) -> None:
-        """Start the sandbox this machine allows; a set-up problem stops the run with what to fix."""
-        private = [self.submissions, self.out, self.layout.solutions, self.layout.out]
-        self._pool = SandboxPool(self.jobs, threads=self.threads, mode=self.sandbox_mode,
-                                 private=[*private, *([self.autograder] if self.autograder else [])])
+    def start_sandboxes(self, todo: list[Path], log=print) -> None:
+        """Start the sandbox this machine allows before any work; a set-up problem stops the run
+        with what to fix."""
+        if not todo:
+            return
+        if self.unsafe:
+            log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
+            return
         try:
-            self._pool.start()
+            pool = self._batch.sandboxes()
         except SandboxUnavailable as err:
             raise CourseError(f"submissions cannot be graded sealed on this machine yet: {err}") from None
+        log(f"grading sealed ({pool.description}): each submission in its own sandbox, scores judged outside it")
 
     def run(self, log=print) -> list[dict]:
-        if not self.submissions.is_dir():
-            raise CourseError(f"submissions folder {self.submissions} does not exist")
-        found, others = find_submissions(self.submissions)
-        if others:
-            log(f"note: {len(others)} file(s) are neither .ipynb nor .zip and are not graded: "
-                + ", ".join(str(p.relative_to(self.submissions)) for p in others[:5]) + (" ..." if len(others) > 5 else ""))
-        if not found:
-            raise CourseError(f"no .ipynb or .zip submissions under {self.submissions}")
-        rows_dir = self.out / "rows"
-        rows_dir.mkdir(parents=True, exist_ok=True)
-        todo, rows = [], {}
-        for path in found:
-            row_path = rows_dir / f"{submission_id(path, self.submissions)}.json"
-            if self.is_current(row_path, path):
-                rows[path] = json.loads(row_path.read_text(encoding="utf-8"))
-            else:
-                todo.append((path, row_path))
-        if rows:
-            log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
-        if todo and not self.unsafe:
-            self.start_sandboxes()
-            log(f"grading sealed ({self._pool.description}): each submission in its own sandbox, scores judged "
-                "outside it")
-        elif todo:
-            log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
-        try:
-            with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-                futures = {pool.submit(self.grade_one, p, r): p for p, r in todo}
-                for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="submission",
-                                   disable=not todo):
-                    rows[futures[future]] = future.result()
-        finally:
-            if todo and not self.unsafe:
-                self._pool.close()
-        ordered = [rows[p] for p in found]
-        write_reports(ordered, self.out)
+        private = [self.submissions, self.out, self.layout.solutions, self.layout.out,
+                   *([self.autograder] if self.autograder else [])]
+        self._batch = Batch(self.submissions, self.out, ROWS, self.jobs, self.force,
+                            dict(threads=self.threads, mode=self.sandbox_mode, private=private))
+        rows = self._batch.run(self.grade_one, self.still_holds, desc="grading", log=log,
+                               reused="{n} submission(s) already graded and unchanged (use --force to regrade)",
+                               before=lambda todo: self.start_sandboxes(todo, log))
+        write_reports(rows, self.out)
         write_run_record(self.out, self.submissions, self.limits, not self.unsafe, self.sandbox_mode)
-        return ordered
-
-
+        return rows

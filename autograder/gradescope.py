@@ -7,7 +7,7 @@ tests in one kernel as root, beside the golden values, where one cell can rewrit
 the test runner. Here the zip's ``run_otter.py`` calls :func:`main` instead, which:
 
 1. makes ``/autograder`` private to root (golden values, hidden tests, results and the upload);
-2. runs the notebook, then the tests, through :class:`autograder.sealed.SandboxPool`: bubblewrap
+2. runs the notebook, then the tests, through :class:`autograder.pool.SandboxPool`: bubblewrap
    where it starts, else (Gradescope's containers have no user namespaces) POSIX separation, a uid
    of its own that reads nothing of ``/autograder``, killed whole before anything is judged;
 3. judges the collected values here, as root, and writes ``results.json`` in Gradescope's format:
@@ -36,24 +36,12 @@ import traceback
 import zipfile
 from pathlib import Path
 
+from .autograder_zip import ENTRY_FILE, GRADESCOPE_ROOT, SOURCE_DIR, Autograder
 from .reports import limits_record, now
-from .sandbox import SANDBOX_MODE_ENV, SandboxLimits, SandboxUnavailable
-from .submissions import InvalidSubmission, read_submission_notebook
+from .sandbox import SandboxLimits, SandboxUnavailable
+from .seals import SANDBOX_MODE_ENV
+from .submissions import InvalidSubmission, find_upload, read_submission_notebook
 
-#: Gradescope's folders (``otter run`` makes the same layout in a temp folder).
-GRADESCOPE_ROOT = "/autograder"
-#: Where the zip carries the grading code (this package); helpers ship in ``files/`` already.
-PACKAGE_DIR = "course"
-#: The zip's ``run_otter.py``: what Gradescope's ``run_autograder`` starts.
-ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.gradescope)."""
-import sys
-
-sys.path[:0] = ["{GRADESCOPE_ROOT}/source/{PACKAGE_DIR}", "{GRADESCOPE_ROOT}/source/files"]
-from autograder.gradescope import main  # noqa: E402
-
-if __name__ == "__main__":
-    sys.exit(main("{GRADESCOPE_ROOT}"))
-'''
 #: The limits on Gradescope: ``course grade``'s defaults (Gradescope's own timeout is longer).
 LIMITS = SandboxLimits()
 
@@ -70,16 +58,19 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
                                      "another user); Gradescope does so")
         os.chmod(root, 0o700)  # nothing under /autograder is the submission's business
         try:
-            notebook = read_submission_notebook(find_notebook(root / "submission"))
+            notebook = read_submission_notebook(find_upload(root / "submission"))
         except InvalidSubmission as err:
             return _write(results, invalid_results(str(err)))
         import nbformat
 
-        from .sealed import SandboxPool
+        from .pool import SandboxPool
 
         with SandboxPool(1, threads=os.cpu_count() or 1, private=[root]) as pool:
-            autograder = pool.autograder(root / "source")
-            _prepare_models(autograder)
+            autograder = pool.autograder(root / SOURCE_DIR)
+            if autograder.needs_bundled_gpt:  # the image's setup converted it; again if that step was skipped
+                from helpers.core.models import prepare_bundled_gpt
+
+                prepare_bundled_gpt()
             result = pool.grade(autograder, nbformat.writes(notebook), LIMITS)
         output = gradescope_results(result, time.perf_counter() - started)
         # stored by Gradescope with the results, for `course report` on the downloaded files
@@ -97,28 +88,6 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
         _write(results, failed_results("The autograder failed; your instructor has been shown why."))
         traceback.print_exc()
         return 1
-
-
-def find_notebook(folder: Path) -> Path:
-    """The upload: the one notebook in ``folder`` (any depth), else the one zip holding it."""
-    files = [p for p in sorted(folder.rglob("*")) if p.is_file()
-             and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
-    notebooks = [p for p in files if p.suffix == ".ipynb"]
-    if len(notebooks) == 1:
-        return notebooks[0]
-    zips = [p for p in files if p.suffix == ".zip"]
-    if not notebooks and len(zips) == 1:
-        return zips[0]
-    raise InvalidSubmission(f"the upload holds {len(notebooks)} notebooks and {len(zips)} zips; upload the one zip "
-                            "that export_submission(grader) wrote, or the one notebook")
-
-
-def _prepare_models(autograder) -> None:
-    """The image's setup converted the bundled GPT; convert it now if that step was skipped."""
-    if any("load_gpt(" in source["source"] for source in autograder.sources):
-        from helpers.core.models import prepare_bundled_gpt
-
-        prepare_bundled_gpt()
 
 
 def _possible(result: dict) -> float:
@@ -171,8 +140,7 @@ def prepare_image() -> None:
     bundled GPT once when the tests load it."""
     from helpers.core.models import model_cache_dir, prepare_bundled_gpt
 
-    tests = Path(GRADESCOPE_ROOT, "source", "tests")
-    if any("load_gpt(" in p.read_text(encoding="utf-8") for p in tests.glob("*.py")):
+    if Autograder.read(Path(GRADESCOPE_ROOT, SOURCE_DIR)).needs_bundled_gpt:
         prepare_bundled_gpt()
     for path in (Path(os.path.realpath(sys.executable)), Path(sys.prefix), model_cache_dir()):
         for folder in path.parents:
@@ -203,16 +171,16 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
                           "folder above it) and check again")
     with tempfile.TemporaryDirectory(prefix="gradescope-check-") as tmp:
         folder = Path(tmp, "autograder")
-        for name in ("source", "submission", "results"):
+        for name in (SOURCE_DIR, "submission", "results"):
             (folder / name).mkdir(parents=True)
         with zipfile.ZipFile(zip_path) as zf:
-            zf.extractall(folder / "source")
+            zf.extractall(folder / SOURCE_DIR)
         shutil.copy(submission, folder / "submission" / Path(submission).name)
         with _mount_point(Path(GRADESCOPE_ROOT)):
             bind = 'mount --bind "$1" "$2"; shift 2; exec "$@"'
             done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind, "sh",
                                    str(folder), GRADESCOPE_ROOT, sys.executable,
-                                   f"{GRADESCOPE_ROOT}/source/run_otter.py"],
+                                   f"{GRADESCOPE_ROOT}/{SOURCE_DIR}/{ENTRY_FILE}"],
                                   env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True,
                                   text=True, timeout=timeout)
         results = folder / "results" / "results.json"

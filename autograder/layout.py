@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT_ENV = "COURSE_ROOT"
+#: Where generated files go instead of ``<bundle>/out`` (the test suite builds into a temp folder).
+OUT_ENV = "COURSE_OUT"
 
 
 class CourseError(Exception):
@@ -16,11 +18,18 @@ class CourseError(Exception):
 @dataclass(frozen=True)
 class Layout:
     root: Path
+    out_dir: Path | None = None  # generated files; None: ``root/out``
 
     @classmethod
     def find(cls, start: str | os.PathLike | None = None) -> "Layout":
         """The bundle at or above ``start`` (``--course``), else $COURSE_ROOT, else the current folder,
-        else the bundle this package is installed from (an editable install, as ``make install`` makes)."""
+        else the bundle this package is installed from (an editable install, as ``make install`` makes);
+        its generated files in $COURSE_OUT if set."""
+        found = cls._find(start)
+        return cls(found.root, Path(os.environ[OUT_ENV]).resolve()) if os.environ.get(OUT_ENV) else found
+
+    @classmethod
+    def _find(cls, start: str | os.PathLike | None) -> "Layout":
         if start or os.environ.get(ROOT_ENV):
             here = Path(start or os.environ[ROOT_ENV]).resolve()
             found = cls._at_or_above(here)
@@ -56,7 +65,7 @@ class Layout:
     @property
     def out(self) -> Path:
         """Git-ignored folder for everything generated that is not committed."""
-        return self.root / "out"
+        return self.out_dir or self.root / "out"
 
     def slugs(self) -> list[str]:
         return sorted(p.parent.name for p in self.solutions.glob("*/*.ipynb") if p.stem == p.parent.name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -37,6 +37,24 @@ class MasterFormatError(ValueError):
     """The master does not follow the format; the message says where."""
 
 
+@dataclass(frozen=True, eq=False)
+class Question:
+    """One question of a master, from the YAML of its ``# BEGIN QUESTION`` cell (one object per
+    question: cells of the same question share it)."""
+
+    name: str  # what test files, PDF bookmarks and nbgrader grade ids call it
+    manual: bool = False  # graded by hand (a written answer or a plot), not by tests
+    points: float | None = None  # as the master states them (written questions must); None: its tests' sum
+    config: dict = field(default_factory=dict, repr=False)  # the whole YAML, as otter reads it
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Question":
+        if not config.get("name"):
+            raise MasterFormatError(f"a BEGIN QUESTION cell without a name: {config!r}")
+        return cls(name=str(config["name"]), manual=bool(config.get("manual", False)), points=config.get("points"),
+                   config=config)
+
+
 @dataclass(frozen=True)
 class TestCell:
     """One test cell: its test function and the configuration of its header."""
@@ -52,7 +70,7 @@ class TestCell:
 class Place:
     """Where a cell of the master stands: in which question, and in which block of it."""
 
-    question: dict | None  # the question's YAML (name, manual, points), or None outside questions
+    question: Question | None  # None outside questions
     in_solution: bool  # inside a raw BEGIN/END SOLUTION block (a written answer or solution code)
     in_tests: bool  # inside a raw BEGIN/END TESTS block
 
@@ -87,7 +105,7 @@ def walk(nb) -> Iterator[tuple[object, Place]]:
         if word == "ASSIGNMENT CONFIG":
             continue
         if word == "BEGIN QUESTION":
-            question = config
+            question = Question.from_config(config)
         elif word == "END QUESTION":
             question = None
         elif word in ("BEGIN SOLUTION", "END SOLUTION"):
@@ -102,11 +120,12 @@ def walk(nb) -> Iterator[tuple[object, Place]]:
         raise MasterFormatError("the master ends inside a question, solution or test block")
 
 
-def questions(nb, *, manual: bool | None = None) -> list[dict]:
-    """The YAML of every question, in order (only the written ones with ``manual=True``, only the
-    autograded ones with ``manual=False``)."""
-    found = [config for cell in nb.cells for word, config in [directive(cell)] if word == "BEGIN QUESTION"]
-    return [q for q in found if manual is None or bool(q.get("manual")) == manual]
+def questions(nb, *, manual: bool | None = None) -> list[Question]:
+    """Every question, in order (only the written ones with ``manual=True``, only the autograded
+    ones with ``manual=False``)."""
+    found = [Question.from_config(config) for cell in nb.cells for word, config in [directive(cell)]
+             if word == "BEGIN QUESTION"]
+    return [q for q in found if manual is None or q.manual == manual]
 
 
 def split_test_config(source: str) -> tuple[dict, str]:

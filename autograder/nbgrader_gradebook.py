@@ -14,7 +14,7 @@ from helpers.core.pdf import BEGIN as STUDENT_BEGIN, END as STUDENT_END  # the s
 
 from . import master
 from .layout import CourseError
-from .nbgrader_source import cell_metadata
+from .nbgrader_source import cell_metadata, grade_id
 from .submissions import InvalidSubmission, read_submission_notebook
 
 
@@ -40,7 +40,7 @@ def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
         if in_question and not answered and "otter_answer_cell" in cell.metadata.get("tags", []) and index < len(manual):
             question = manual[index]
             cell = nbformat.from_dict({**cell, "metadata": {**cell.metadata, **cell_metadata(
-                question["name"], solution=True, grade=True, points=question.get("points"))}})
+                question.name, solution=True, grade=True, points=question.points)}})
             index, answered = index + 1, True
         cells.append(cell)
         check = re.match(r'^grader\.check\("([^"]+)"\)', cell.source.strip()) if cell.cell_type == "code" else None
@@ -49,7 +49,7 @@ def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
                 verdict = "passed" if case["passed"] else f"failed: {case.get('message', '')}".strip()
                 cells.append(nbformat.v4.new_code_cell(
                     f"# hidden test {case['test']} (graded by `course grade`): {verdict[:300]}",
-                    metadata=cell_metadata(f"{check.group(1)}-{case['test']}", grade=True, locked=True, points=case["points"])))
+                    metadata=cell_metadata(grade_id(check.group(1), case['test']), grade=True, locked=True, points=case["points"])))
     if index != len(manual):
         raise InvalidSubmission(f"it has {index} written answer cells for the {len(manual)} written questions of "
                                 f"{slug} (an answer cell deleted?)")
@@ -84,7 +84,7 @@ def write_gradebook(rows: list[dict], gradebook: Path, layout, submissions: Path
                                  f"{course} first") from None
             gb.update_or_create_student(student)
             gb.update_or_create_submission(slug, student)
-            outcomes = {f"{q}-{case['test']}": case for q, detail in row.get("questions", {}).items()
+            outcomes = {grade_id(q, case['test']): case for q, detail in row.get("questions", {}).items()
                         for case in detail["cases"] if case["hidden"]}
             for cell in notebook.grade_cells:
                 if cell.cell_type != "code":

@@ -56,6 +56,11 @@ Run the whole notebook in a fresh kernel (Kernel → Restart Kernel and Run All 
 public check passes, save it, and submit it from the Assignments tab (nbgrader)."""
 
 
+def grade_id(question: str, test: str) -> str:
+    """The nbgrader grade id of a hidden test's cell (the gradebook writer finds scores by it)."""
+    return f"{question}-{test}"
+
+
 def cell_metadata(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
                   points: float | None = None) -> dict:
     """nbgrader's metadata of one cell (the gradebook half marks its cells the same way)."""
@@ -76,12 +81,9 @@ def _call(test: master.TestCell) -> str:
     return f"{test.name}({', '.join(test.args)})"
 
 
-def convert(source: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.NotebookNode:
-    """The nbgrader source notebook of an otter master, with ``golden`` (the golden file's
-    contents) split among the hidden tests that use it."""
-    by_test: dict[str, dict] = {}
-    for key, spec in golden.get("values", {}).items():
-        by_test.setdefault(spec.get("test"), {})[key] = spec
+def convert(source: nbformat.NotebookNode, by_test: dict[str, dict], slug: str) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of an otter master, each hidden test with the golden values
+    it uses (``by_test``: :meth:`~autograder.autograder_zip.Autograder.golden_by_test`)."""
     cells, tests, counter = [], {}, 0
 
     def next_id(stem: str) -> str:
@@ -96,16 +98,16 @@ def convert(source: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.
     for index, (cell, place) in enumerate(walked):
         question = place.question
         if place.in_tests:
-            tests.setdefault(question["name"], []).append(master.parse_test(cell.source))
-        elif place.in_solution and question and question.get("manual"):
+            tests.setdefault(question.name, []).append(master.parse_test(cell.source))
+        elif place.in_solution and question and question.manual:
             answer = textwrap.dedent(cell.source).strip("\n")
             answer = re.sub(r"^\*\*Reference answer\.\*\*\s*", "", answer)
             cells.append(nbformat.v4.new_markdown_cell(
                 f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION",
-                metadata=cell_metadata(question["name"], solution=True, grade=True, points=question.get("points"))))
+                metadata=cell_metadata(question.name, solution=True, grade=True, points=question.points)))
         elif place.in_solution and cell.cell_type == "code":
             cells.append(nbformat.v4.new_code_cell(_solution_markers(cell.source),
-                                                   metadata=cell_metadata(next_id(f"{question['name']}-code"), solution=True)))
+                                                   metadata=cell_metadata(next_id(f"{question.name}-code"), solution=True)))
         elif cell.cell_type == "markdown":
             if cell.source.lstrip().startswith("## Submit"):
                 cells.append(nbformat.v4.new_markdown_cell(SUBMIT_NBGRADER, metadata=cell_metadata("submit", locked=True)))
@@ -119,8 +121,8 @@ def convert(source: nbformat.NotebookNode, golden: dict, slug: str) -> nbformat.
                 continue  # nbgrader collects the notebook itself
             cells.append(nbformat.v4.new_code_cell(cell.source))
         following = walked[index + 1][1].question if index + 1 < len(walked) else None
-        if question and following is not question and question["name"] in tests:  # the question's end
-            cells += _test_cells(question["name"], tests.pop(question["name"]), by_test)
+        if question and following is not question and question.name in tests:  # the question's end
+            cells += _test_cells(question.name, tests.pop(question.name), by_test)
     return nbformat.v4.new_notebook(cells=cells, metadata={
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"}})
@@ -143,18 +145,18 @@ def _test_cells(question: str, tests: list[master.TestCell], by_test: dict[str, 
         cells.append(nbformat.v4.new_code_cell(
             f"# Hidden test of {question}, worth {points} point{'s' * (points != '1')}: it runs when the notebook is graded.\n"
             f"### BEGIN HIDDEN TESTS\n{load}{test.code}\n\n\n{_call(test)}\n### END HIDDEN TESTS",
-            metadata=cell_metadata(f"{question}-{test.name}", grade=True, locked=True, points=test.points)))
+            metadata=cell_metadata(grade_id(question, test.name), grade=True, locked=True, points=test.points)))
     return cells
 
 
-def write_course(dest: Path, slug: str, master_path: Path, golden: dict, files: list[Path]) -> Path:
+def write_course(dest: Path, slug: str, master_path: Path, by_test: dict[str, dict], files: list[Path]) -> Path:
     """Write ``dest/source/<slug>/<slug>.ipynb``, the files it needs beside it, and
     ``dest/nbgrader_config.py`` when there is none. Returns the notebook's path."""
     folder = dest / "source" / slug
     if folder.exists():
         shutil.rmtree(folder)  # a rebuild replaces the assignment, never mixes two versions
     folder.mkdir(parents=True)
-    notebook = convert(nbformat.read(master_path, as_version=4), golden, slug)
+    notebook = convert(nbformat.read(master_path, as_version=4), by_test, slug)
     nbformat.validate(notebook)
     nbformat.write(notebook, folder / f"{slug}.ipynb")
     for path in files:
@@ -171,6 +173,6 @@ def write_course(dest: Path, slug: str, master_path: Path, golden: dict, files: 
 
 def add_to_course(layout, autograder, dest: Path) -> Path:
     """An assignment into the nbgrader course at ``dest``, with the golden values of its built
-    autograder (the :class:`~autograder.sealed.Autograder` that ``build`` returns or reads)."""
+    autograder (the :class:`~autograder.autograder_zip.Autograder` that ``build`` returns or reads)."""
     slug = autograder.name
-    return write_course(dest, slug, layout.master(slug), {"values": autograder.golden}, [layout.helpers])
+    return write_course(dest, slug, layout.master(slug), autograder.golden_by_test(), [layout.helpers])

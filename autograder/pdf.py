@@ -4,7 +4,7 @@ A notebook saved without outputs (the student never saved after running it) is e
 sealed in the grading sandbox as ``course grade`` runs it, in the grading setting; its first page says
 so. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
 assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
-Submissions are found as ``course grade`` finds them. One that cannot be rendered at all (not a
+Submissions are found, resumed and worked through as ``course grade`` does it (:class:`autograder.batch.Batch`). One that cannot be rendered at all (not a
 notebook, no notebook in the zip, not an assignment of this course) gets a notice page in the
 merged file and a line in ``OUT/pdf-log.txt``; the others go on. A rerun reuses every PDF whose
 submission bytes and options are unchanged.
@@ -13,35 +13,32 @@ submission bytes and options are unchanged.
 from __future__ import annotations
 
 import io
-import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from tqdm.auto import tqdm
 
 from helpers.core.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
 from . import master
-from .grade import Limits
-from .reports import write_atomically
+from .batch import Batch
 from .layout import CourseError, Layout
-from .sandbox import SandboxUnavailable
-from .sealed import SandboxPool
-from .submissions import (SLUG_PATTERN, InvalidSubmission, assignment_of, find_submissions, read_submission_notebook,
-                          sha256, submission_id)
+from .reports import write_atomically
+from .sandbox import SandboxLimits, SandboxUnavailable
+from .submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.
 RENDERER_VERSION = 1
 UNASSIGNED = "unassigned"
+#: Where a run's records are saved, one file per submission.
+RECORDS = "records"
 
 
 def manual_questions_of(path: Path) -> list[tuple[str, float | None]]:
     """(name, points) of a master's manually graded questions, in notebook order."""
-    return [(str(q.get("name")), q.get("points")) for q in master.questions(master.read(path), manual=True)]
+    return [(q.name, q.points) for q in master.questions(master.read(path), manual=True)]
 
 
 def has_outputs(nb) -> bool:
@@ -58,9 +55,8 @@ class PdfMaker:
     force: bool = False
     assignment: str | None = None
     execute: bool = True  # run notebooks saved without outputs (sealed) so their plots appear
-    limits: Limits = Limits()
+    limits: SandboxLimits = SandboxLimits()
     _questions: dict = field(default_factory=dict, init=False, repr=False)
-    _pool: "SandboxPool | SandboxUnavailable | None" = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def questions_of(self, slug: str) -> list[tuple[str, float | None]]:
@@ -77,31 +73,21 @@ class PdfMaker:
         zip_path = self.layout.autograder_zip(slug)
         if not zip_path.is_file():
             return None, f"no autograder at {zip_path} to run it with (run `course build {slug}`)"
-        with self._lock:
-            if self._pool is None:
-                self._pool = SandboxPool(self.jobs, private=[self.submissions, self.out, self.layout.solutions,
-                                                             self.layout.out])
-                try:
-                    self._pool.start()
-                except SandboxUnavailable as err:
-                    self._pool = err
-        if isinstance(self._pool, SandboxUnavailable):
-            return None, f"no sandbox can start here to run it ({str(self._pool)[:160]})"
-        text, problem = self._pool.execute(self._pool.autograder(zip_path), nbformat.writes(nb), self.limits)
+        try:
+            pool = self._batch.sandboxes()
+        except SandboxUnavailable as err:
+            return None, f"no sandbox can start here to run it ({str(err)[:160]})"
+        text, problem = pool.execute(pool.autograder(zip_path), nbformat.writes(nb), self.limits)
         return (nbformat.reads(text, as_version=4) if text else None), problem
 
     def make_one(self, path: Path) -> dict:
         """Render one submission; always returns its record (status ok or failed, and why)."""
         started = time.perf_counter()
-        record = {"submission": submission_id(path, self.submissions), "file": path.relative_to(self.submissions).as_posix(),
+        record = {"submission": self._batch.submission_id(path), "file": path.relative_to(self.submissions).as_posix(),
                   "sha256": sha256(path), **self.options(), "assignment": "", "status": "failed", "message": ""}
         try:
             nb = read_submission_notebook(path)
-            slug = self.assignment or assignment_of(nb)
-            if not isinstance(slug, str) or not SLUG_PATTERN.fullmatch(slug) or slug not in self.layout.slugs():
-                raise InvalidSubmission("the notebook does not name an assignment of this course "
-                                        f"({str(slug)[:60]!r}); pass --assignment SLUG" if slug else
-                                        "the notebook does not say which assignment it is; pass --assignment SLUG")
+            slug = assignment_slug(nb, self.assignment, known=self.layout.slugs())
         except InvalidSubmission as err:
             record["message"] = str(err)
             return self.save(record, started)
@@ -137,60 +123,26 @@ class PdfMaker:
 
     def save(self, record: dict, started: float) -> dict:
         record["seconds"] = round(time.perf_counter() - started, 2)
-        (self.out / "records").mkdir(parents=True, exist_ok=True)
-        write_atomically(self.out / "records" / f"{record['submission']}.json", json.dumps(record, indent=1))
         return record
 
-    def current(self, path: Path) -> dict | None:
-        """The saved record of ``path`` if it still holds (same bytes, same options, PDF still there)."""
-        if self.force:
-            return None
-        saved = self.out / "records" / f"{submission_id(path, self.submissions)}.json"
-        try:
-            record = json.loads(saved.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+    def still_holds(self, path: Path, record: dict) -> bool:
+        """A saved record still holds: same bytes, same options, its PDF still there."""
         if record.get("sha256") != sha256(path) or any(record.get(k) != v for k, v in self.options().items()):
-            return None
-        if record.get("status") == "ok" and not (self.out / record.get("pdf", "")).is_file():
-            return None
-        return record
+            return False
+        return record.get("status") != "ok" or (self.out / record.get("pdf", "")).is_file()
 
     def run(self, log=print) -> list[dict]:
         problem = latex_missing()
         if problem:
             raise CourseError(problem)
-        if not self.submissions.is_dir():
-            raise CourseError(f"submissions folder {self.submissions} does not exist")
         if self.assignment and self.assignment not in self.layout.slugs():
             raise CourseError(f"no assignment {self.assignment!r} (known: {', '.join(self.layout.slugs())})")
-        found, others = find_submissions(self.submissions)
-        if others:
-            log(f"note: {len(others)} file(s) are neither .ipynb nor .zip and are skipped")
-        if not found:
-            raise CourseError(f"no .ipynb or .zip submissions under {self.submissions}")
-        self.out.mkdir(parents=True, exist_ok=True)
-        records, todo = {}, []
-        for path in found:
-            record = self.current(path)
-            if record is None:
-                todo.append(path)
-            else:
-                records[path] = record
-        if records:
-            log(f"{len(records)} submission(s) unchanged since their PDF was made (use --force to remake them)")
+        self._batch = Batch(self.submissions, self.out, RECORDS, self.jobs, self.force,
+                            dict(private=[self.submissions, self.out, self.layout.solutions, self.layout.out]))
         started = time.perf_counter()
-        try:
-            with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-                futures = {pool.submit(self.make_one, path): path for path in todo}
-                for future in tqdm(as_completed(futures), total=len(futures), desc="PDFs", unit="submission",
-                                   disable=not todo):
-                    records[futures[future]] = future.result()
-        finally:
-            if isinstance(self._pool, SandboxPool):
-                self._pool.close()
+        ordered = self._batch.run(self.make_one, self.still_holds, desc="PDFs", log=log,
+                                  reused="{n} submission(s) unchanged since their PDF was made (use --force to remake them)")
         self.seconds = time.perf_counter() - started
-        ordered = [records[p] for p in found]
         self.merged = self.merge(ordered)
         self.write_log(ordered)
         return ordered

@@ -1,13 +1,14 @@
 """The sandbox one submission runs in, and the limits around it: one interface, two seals.
 
-- bubblewrap (:class:`autograder.seal_bubblewrap.Sandbox`) where it starts: namespaces for
+- bubblewrap (:class:`autograder.seal_bubblewrap.BubblewrapSeal`) where it starts: namespaces for
   everything, the submission sees the system read-only, its own notebook and public files, and
   in-memory folders of its own; its PID namespace dies whole with it.
-- POSIX separation (:class:`autograder.seal_posix.PosixSandbox`) where it cannot (Gradescope's and
+- POSIX separation (:class:`autograder.seal_posix.PosixSeal`) where it cannot (Gradescope's and
   most Docker containers): the grader is root and the submission runs as a uid of its own.
 
 This module holds what both share: the limits, the run loop (start, relay the runner's messages,
-watch time, memory, disk and processes, end everything), and the choice of seal. What a sandbox
+watch time, memory, disk and processes, end everything); :mod:`autograder.seals` picks the seal, and
+the threads that talk to a run are :mod:`autograder.streams`. What a sandbox
 holds is measured by :mod:`autograder.holdings`; the uids of a root grader are leased, emptied and
 checked by :mod:`autograder.uids`.
 
@@ -32,20 +33,19 @@ waits on a pipe only the grader can write to and kills every process of the sand
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .holdings import MAX_FILES, Meter
-from .sandbox_runner import CHANNEL_ENV
-from .uids import SANDBOX_UID_BASE, UID_BASE_ENV, UidError, UidPool, uid_base, writable_places  # noqa: F401
+from .holdings import MAX_FILES, Meter, alive, descendants
+from .protocol import CHANNEL_ENV, LIFELINE_ENV
+from .streams import Drain, Lines, Replies
+from .uids import UidPool, writable_places
 
 POLL_SECONDS = 0.1
 #: Every this many polls the watch reads the exact memory and finds every process of the run anew;
@@ -53,8 +53,6 @@ POLL_SECONDS = 0.1
 #: cost tens of milliseconds per process, most of a core at every poll).
 EXACT_EVERY = 10
 THREADS_PER_PROCESS = 8
-#: Environment variable naming the read end of the lifeline pipe (see ``LIFELINE``).
-LIFELINE_ENV = "COURSE_LIFELINE_FD"
 #: Runs first in every sandbox: a background shell closes its copy of the grader's channel (only the
 #: runner may hold it), blocks on the lifeline, which reaches end of file only once the grader's
 #: write end is closed (the run ended, or the grader died), then kills every process of the sandbox;
@@ -64,9 +62,6 @@ LIFELINE = (f'( exec {{{CHANNEL_ENV}}}>&-; read -r -u "${LIFELINE_ENV}" _; kill 
             f'exec {{{LIFELINE_ENV}}}<&-; exec "$@"')
 #: The submission's writable working folder inside the bubblewrap sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
-#: ``auto`` (bubblewrap where it starts, else POSIX separation as root), ``bubblewrap`` or ``posix``.
-SANDBOX_MODE_ENV = "COURSE_SANDBOX"
-SANDBOX_MODES = ("auto", "bubblewrap", "posix")
 #: Where a grading run keeps its shared files, tried in order: the first that a uid owning nothing
 #: can traverse (a private TMPDIR, as clusters set, would hide the staging folders from the sandbox).
 TEMP_CANDIDATES = (None, "/tmp", "/var/tmp", "/dev/shm")  # None: tempfile.gettempdir()
@@ -164,7 +159,7 @@ class _RunPlace:
 
 
 
-class _Sealed:
+class Seal:
     """The run loop both seals share: start the command, relay messages, watch time, memory, disk
     and processes, end everything. Subclasses say how the command is built, who its members are
     and how they end."""
@@ -178,7 +173,7 @@ class _Sealed:
     def lease(self):
         """The uid one run is graded under: a fresh one from the pool when the grader is root
         (given back, emptied, after the run), else this user's own."""
-        if self.uids is None and os.geteuid() == 0:  # made without open_sandbox: a pool of its own
+        if self.uids is None and os.geteuid() == 0:  # made without open_seal: a pool of its own
             self.uids = UidPool(1, writable_places())
         if self.uids is None:
             yield os.getuid()
@@ -243,9 +238,9 @@ class _Sealed:
         finally:
             os.close(channel_w)
             os.close(lifeline_r)
-        output = _Drain(proc.stdout, limits.output_bytes)
-        channel = _Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
-        replies = _Replies(proc.stdin)
+        output = Drain(proc.stdout, limits.output_bytes)
+        channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
+        replies = Replies(proc.stdin)
         members: list[int] = []
         polls = 0
         try:
@@ -319,50 +314,9 @@ def _root_may(*flags: str, command: tuple | list = ("true",)) -> bool:
         return False
 
 
-def open_sandbox(staging: Path, python: Path, mode: str | None = None, jobs: int = 1) -> _Sealed:
-    """The sandbox for this machine, checked by starting one: bubblewrap where it starts (``auto``),
-    else POSIX separation when the grader is root. ``mode`` (default ``$COURSE_SANDBOX`` or
-    ``auto``) forces one. A root grader's sandbox gets a pool of uids (``close_sandbox`` frees
-    them). Raises SandboxUnavailable with what to do."""
-    from .seal_bubblewrap import Sandbox
-    from .seal_posix import PosixSandbox
-
-    mode = mode or os.environ.get(SANDBOX_MODE_ENV) or "auto"
-    if mode not in SANDBOX_MODES:
-        raise SandboxUnavailable(f"{SANDBOX_MODE_ENV}={mode!r}: expected one of {', '.join(SANDBOX_MODES)}")
-    pool = None
-    if os.geteuid() == 0:
-        try:
-            # two uids a job: a uid is emptied after its run while the job goes on under another
-            pool = UidPool(2 * max(1, jobs), writable_places())
-        except (UidError, OSError) as err:
-            raise SandboxUnavailable(str(err)) from None
-    failures = []
-    kinds = ([Sandbox] if mode in ("auto", "bubblewrap") else []) + ([PosixSandbox] if mode in ("auto", "posix") else [])
-    for kind in kinds:
-        try:
-            sandbox = kind(python=python, staging=staging)
-            sandbox.uids = pool
-            sandbox.probe()
-            return sandbox
-        except SandboxUnavailable as err:
-            failures.append(str(err))
-    if pool is not None:
-        pool.close()
-    raise SandboxUnavailable("; and ".join(failures))
-
-
-def close_sandbox(sandbox: _Sealed | None) -> None:
-    """Free the uids a sandbox holds, for other graders."""
-    if sandbox is not None and sandbox.uids is not None:
-        sandbox.uids.close()
-
-
 def kill_tree(proc: subprocess.Popen, seconds: float = 10.0) -> list[int]:
     """Kill ``proc`` and every process below it, reap ``proc``, and wait for the rest to be gone;
     returns the ones still alive after ``seconds``."""
-    from .holdings import alive, descendants
-
     members = descendants(proc.pid)
     for pid in [proc.pid, *members]:
         try:
@@ -374,112 +328,3 @@ def kill_tree(proc: subprocess.Popen, seconds: float = 10.0) -> list[int]:
     while (left := [pid for pid in members if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.02)
     return left
-
-
-class _Replies(threading.Thread):
-    """Writes the grader's replies to the runner's stdin, so a full pipe blocks only this thread."""
-
-    def __init__(self, stream):
-        super().__init__(daemon=True)
-        self.stream, self.todo = stream, []
-        self.ready = threading.Condition()
-        self.stopped = False
-        self.start()
-
-    def put(self, data: bytes) -> None:
-        with self.ready:
-            self.todo.append(data)
-            self.ready.notify()
-
-    def stop(self) -> None:
-        with self.ready:
-            self.stopped = True
-            self.ready.notify()
-        try:
-            self.stream.close()  # the sandbox is gone: a blocked write fails now
-        except OSError:
-            pass
-
-    def run(self):
-        while True:
-            with self.ready:
-                while not self.todo and not self.stopped:
-                    self.ready.wait()
-                if self.stopped:
-                    return
-                data = self.todo.pop(0)
-            try:
-                if data:
-                    self.stream.write(data)
-                    self.stream.flush()
-                else:
-                    self.stream.close()
-            except (BrokenPipeError, ValueError, OSError):
-                return  # the sandbox is gone or closed its stdin: its result will say so
-
-
-class _Drain(threading.Thread):
-    """Read a stream to its end, keeping the first ``cap`` bytes."""
-
-    def __init__(self, stream, cap: int):
-        super().__init__(daemon=True)
-        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
-        self.start()
-
-    def run(self):
-        try:
-            while chunk := self.stream.read1(65536):
-                room = self.cap - len(self.kept)
-                self.kept += chunk[:max(room, 0)]
-                self.dropped += max(len(chunk) - max(room, 0), 0)
-        except (OSError, ValueError):
-            pass
-
-    def text(self) -> str:
-        return bytes(self.kept).decode("utf-8", errors="replace")
-
-
-class _Lines(threading.Thread):
-    """Newline-delimited JSON messages from a stream, up to ``cap`` bytes in all."""
-
-    def __init__(self, stream, cap: int):
-        super().__init__(daemon=True)
-        self.stream, self.cap, self.read_bytes, self.overflow = stream, cap, 0, False
-        self.lock, self.pending = threading.Lock(), []
-        self.start()
-
-    def run(self):
-        try:
-            with self.stream:
-                for line in self.stream:
-                    self.read_bytes += len(line)
-                    if self.read_bytes > self.cap:
-                        self.overflow = True
-                        continue  # keep draining so the writer never blocks
-                    try:
-                        message = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(message, dict):
-                        with self.lock:
-                            self.pending.append(message)
-        except (OSError, ValueError):
-            pass
-
-    def take(self) -> list[dict]:
-        with self.lock:
-            taken, self.pending = self.pending, []
-        return taken
-
-
-def __getattr__(name: str):
-    """The seals live in modules of their own; the old names still import from here."""
-    if name == "Sandbox":
-        from .seal_bubblewrap import Sandbox
-
-        return Sandbox
-    if name == "PosixSandbox":
-        from .seal_posix import PosixSandbox
-
-        return PosixSandbox
-    raise AttributeError(name)

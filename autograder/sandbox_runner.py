@@ -4,16 +4,8 @@ Started by ``course grade`` as ``python /grading/lib/course_runner.py``. It trus
 reports: everything here shares the sandbox with the student's code. The grader outside judges
 the collected values against golden values that never enter the sandbox.
 
-Protocol, newline-delimited JSON on the file descriptor ``$COURSE_CHANNEL_FD``:
-
-1. ``{"event": "cells_done", ...}`` once every cell of the notebook has run (with the first
-   error, if any, and whether the kernel died); before it, when the job asks for it
-   (``return_notebook``, for ``course pdf``), ``{"event": "notebook", "text"}``, the executed notebook;
-2. the grader answers on stdin with one line: the test files ``[{"question", "source"}]``.
-   Test code enters the sandbox only now, after the student's cells have run;
-3. ``{"event": "test", "test", "passed", "error", "values"}`` per test function, with the values
-   ``expect`` collected while it ran;
-4. ``{"event": "done"}``.
+The conversation with the grader is :mod:`autograder.protocol`'s (copied beside this file as
+``course_protocol``): cells first, then the test files the grader sends in, one message per test.
 
 Only the standard library, nbformat and nbclient (with its traitlets) are imported here: no otter, no torch.
 """
@@ -30,19 +22,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The contract between the grader and this runner (helpers.core.contract names it for the rest of
-# the bundle; this file runs alone inside the sandbox, so it keeps copies, which a test holds equal).
-#: The file descriptor that carries the runner's messages out.
-CHANNEL_ENV = "COURSE_CHANNEL_FD"
-#: How ``helpers.golden`` is told to collect values and where to (its MODE_ENV and OUTBOX_ENV).
-GOLDEN_MODE_ENV = "COURSE_GOLDEN_MODE"
-GOLDEN_OUTBOX_ENV = "COURSE_GOLDEN_OUTBOX"
-#: Where the grader shows this run its files (bound at /grading/... by bubblewrap; host folders
-#: shared with this run's uid under POSIX separation).
-SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"  # read-only: the notebook and job.json
-ASSETS_ENV = "COURSE_ASSETS_DIR"  # read-only: the assignment's public files (helpers, data)
-SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, "/grading/submission"))
-ASSETS = Path(os.environ.get(ASSETS_ENV, "/grading/assets"))
+try:  # copied into the sandbox beside its protocol (autograder.pool.runner_library)
+    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
+                                 GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
+                                 SUBMISSION_ENV, TEST)
+except ImportError:  # imported from the package (the tests read its driver)
+    from autograder.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
+                                     GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
+                                     SUBMISSION_ENV, TEST)
+
+SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
+ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))
 OUTBOX = Path(tempfile.gettempdir()) / "course-outbox.jsonl"  # the sandbox's own temp folder
 MAX_VALUES_BYTES = 32 << 20
 MAX_NOTEBOOK_CHARS = 48 << 20  # an executed notebook sent back (the channel takes 64 MiB)
@@ -53,19 +43,6 @@ PR_SET_DUMPABLE = 4
 # points; otter's grading mode turns the export into a no-op). Nothing a student writes is lost:
 # the whole cell must be exactly one such call.
 SKIPPED_CELL = re.compile(r"""(grader\.check\(\s*["'][\w.-]+["']\s*\)|grader\.check_all\(\)|export_submission\(grader\))""")
-
-# otter's own first cell: `import otter` costs seconds in every notebook (jsonschema's grammar
-# compiles on import) for a `grader` whose checks and export grading skips anyway. A stand-in takes
-# its place, so a check or export inside another cell of the student's is a no-op as well.
-OTTER_INIT_CELL = re.compile(r"(?:#[^\n]*\n\s*)*import otter\s*\n\s*grader\s*=\s*otter\.Notebook\([^()\n]*\)")
-GRADER_STAND_IN = """
-class __CourseGraderStandIn:
-    \"\"\"Sealed grading runs the tests itself: otter's checks and export do nothing here.\"\"\"
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-grader = __CourseGraderStandIn()
-del __CourseGraderStandIn
-"""
 
 # The code the kernel runs for one test file. Its output is one JSON line per test function.
 TEST_DRIVER = r'''
@@ -148,14 +125,14 @@ class Runner:
         self.channel.flush()
 
     def prepare(self) -> Path:
-        job = self.job = json.loads((SUBMISSION / "job.json").read_text())
+        job = self.job = json.loads((SUBMISSION / JOB_FILE).read_text())
         workdir = Path.cwd()
         if ASSETS.is_dir():  # data files next to the notebook, as in the student's folder
             for entry in ASSETS.iterdir():
                 if not (workdir / entry.name).exists():
                     (workdir / entry.name).symlink_to(entry)
         notebook = workdir / job["notebook_name"]
-        shutil.copyfile(SUBMISSION / "submission.ipynb", notebook)
+        shutil.copyfile(SUBMISSION / NOTEBOOK_FILE, notebook)
         profile = Path(os.environ["IPYTHONDIR"]) / "profile_default"
         profile.mkdir(parents=True, exist_ok=True)
         (profile / "ipython_kernel_config.py").write_text('c.IPKernelApp.log_level = "ERROR"\n')
@@ -175,8 +152,6 @@ class Runner:
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code" or skipped(cell.source):
                     continue
-                if OTTER_INIT_CELL.fullmatch(cell.source.strip()):
-                    cell = nbformat.v4.new_code_cell(GRADER_STAND_IN)  # run in its place; the notebook keeps its own
                 try:
                     client.execute_cell(cell, index)
                 except DeadKernelError:
@@ -193,13 +168,13 @@ class Runner:
                 text = nbformat.writes(nb)
                 if len(text) > MAX_NOTEBOOK_CHARS:
                     text = None
-                self.send({"event": "notebook", "text": text})
-            self.send({"event": "cells_done", "first_error": first_error, "kernel_died": died})
+                self.send({"event": NOTEBOOK, "text": text})
+            self.send({"event": CELLS_DONE, "first_error": first_error, "kernel_died": died})
             request = sys.stdin.readline()
             files = json.loads(request) if request.strip() else []
             if died is None and files:
                 self.run_tests(client, nb, files)
-        self.send({"event": "done"})
+        self.send({"event": DONE})
 
     def run_tests(self, client, nb, files: list[dict]) -> None:
         from nbclient.exceptions import DeadKernelError
@@ -211,7 +186,7 @@ class Runner:
             try:
                 client.execute_cell(cell, len(nb.cells) - 1)
             except DeadKernelError:
-                self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                self.send({"event": TEST, "question": test_file["question"], "test": None, "passed": False,
                            "error": kernel_exit(client) + " during the tests", "values": self.new_values()})
                 return
             reported = False
@@ -222,16 +197,16 @@ class Runner:
                     except ValueError:
                         continue
                     if isinstance(outcome, dict) and "test" in outcome:
-                        self.send({"event": "test", "question": test_file["question"], "test": str(outcome["test"]),
+                        self.send({"event": TEST, "question": test_file["question"], "test": str(outcome["test"]),
                                    "passed": outcome.get("passed") is True, "error": short(outcome.get("error", "")),
                                    "values": self.new_values()})
                         reported = True
                 if output.get("output_type") == "error":
-                    self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                    self.send({"event": TEST, "question": test_file["question"], "test": None, "passed": False,
                                "error": short(f"{output.get('ename')}: {output.get('evalue')}"),
                                "values": self.new_values()})
             if not reported:
-                self.send({"event": "test", "question": test_file["question"], "test": None, "passed": False,
+                self.send({"event": TEST, "question": test_file["question"], "test": None, "passed": False,
                            "error": "the test file reported nothing", "values": self.new_values()})
 
     @staticmethod
@@ -293,7 +268,7 @@ def main() -> int:
         try:
             runner.run()
         except Exception as err:  # the runner's own failure, reported rather than swallowed
-            runner.send({"event": "runner_error", "error": short(f"{type(err).__name__}: {err}")})
+            runner.send({"event": RUNNER_ERROR, "error": short(f"{type(err).__name__}: {err}")})
             raise
     return 0
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .holdings import Meter, descendants, threads_of
 from .sandbox import (THREADS_PER_PROCESS, WORKDIR, SandboxLimits, SandboxUnavailable, _reachable_by_others,
-                      _RunPlace, _Sealed, address_space_backstop_mb, kill_tree)
+                      _RunPlace, Seal, address_space_backstop_mb, kill_tree)
 from .uids import kill_uid
 
 
@@ -46,7 +46,7 @@ def bwrap_binary() -> str:
 
 
 @dataclass
-class Sandbox(_Sealed):
+class BubblewrapSeal(Seal):
     """Builds and runs bwrap command lines for one grading run.
 
     ``binds`` are read-only (source, destination) pairs every sandbox of the run gets; per-run

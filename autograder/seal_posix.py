@@ -4,7 +4,7 @@ What this seal guarantees (README, "Sealed grading", says the same for instructo
 
 - the submission runs as a fresh uid leased for it alone (:class:`autograder.uids.UidPool`), with no
   capabilities and no way to gain any (``--no-new-privs``: a setuid file it plants gives it nothing),
-  in a private home and temp folder; it reads only what :meth:`PosixSandbox.grant` shares with its
+  in a private home and temp folder; it reads only what :meth:`PosixSeal.grant` shares with its
   group and what the machine makes world-readable, which the grader checks holds nothing secret;
 - every process of the uid is killed at once, as that uid (``kill(-1)``), and the run is over only
   when none is left; then what the uid owns in every world-writable place and its SysV IPC objects
@@ -29,12 +29,12 @@ from pathlib import Path
 
 from .holdings import Meter, alive, descendants, processes_of
 from .sandbox import (THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
-                      _root_may, _RunPlace, _Sealed, address_space_backstop_mb, kill_tree)
+                      _root_may, _RunPlace, Seal, address_space_backstop_mb, kill_tree)
 from .uids import kill_uid
 
 
 @dataclass
-class PosixSandbox(_Sealed):
+class PosixSeal(Seal):
     """Sealed by plain POSIX separation, for where bubblewrap cannot start; the grader must be root.
 
     The submission runs as a uid of its own per job (leased from :class:`autograder.uids.UidPool`: nobody's

@@ -2,7 +2,9 @@
 each holds (an ``.ipynb``, or a zip with exactly one), checked before anything runs it.
 
 ``course grade``, ``course pdf``, the Gradescope entry point and the nbgrader gradebook writer all
-take submissions in through here; nothing of a submission is extracted to disk.
+take submissions in through here (one rule for which files count, :func:`find_submissions`, and
+one for which assignment a notebook is, :func:`assignment_slug`); nothing of a submission is
+extracted to disk.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ MAX_NOTEBOOK_BYTES = 100 << 20
 
 
 def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
-    """(gradable files, other files) under ``folder``, hidden folders and checkpoints skipped."""
+    """(gradable files, other files) under ``folder``, hidden files and folders (checkpoints) skipped."""
     gradable, other = [], []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
@@ -30,6 +32,20 @@ def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
             continue
         (gradable if path.suffix.lower() in SUBMISSION_SUFFIXES else other).append(path)
     return gradable, other
+
+
+def find_upload(folder: Path) -> Path:
+    """The one submission in an upload folder (Gradescope's): its one notebook (any depth), else
+    its one zip, which must hold the notebook."""
+    gradable, _ = find_submissions(folder)
+    notebooks = [p for p in gradable if p.suffix.lower() == ".ipynb"]
+    if len(notebooks) == 1:
+        return notebooks[0]
+    zips = [p for p in gradable if p.suffix.lower() == ".zip"]
+    if not notebooks and len(zips) == 1:
+        return zips[0]
+    raise InvalidSubmission(f"the upload holds {len(notebooks)} notebooks and {len(zips)} zips; upload the one zip "
+                            "that export_submission(grader) wrote, or the one notebook")
 
 
 def submission_id(path: Path, folder: Path) -> str:
@@ -88,3 +104,21 @@ def _notebook_in_zip(zf: zipfile.ZipFile) -> str:
 
 def assignment_of(nb) -> str | None:
     return nb.metadata.get("otter", {}).get("assignment_name")
+
+
+def assignment_slug(nb, override: str | None = None, known: list[str] | None = None) -> str:
+    """The assignment a submission is graded as: ``override`` (``--assignment``), else the one its
+    notebook's metadata names. InvalidSubmission, saying what to do, when neither names one, when
+    the name could not be an assignment's (it becomes part of a path), or when ``known`` is given
+    and it is not among them."""
+    slug = override or assignment_of(nb)
+    if not slug:
+        raise InvalidSubmission("the notebook does not say which assignment it is (no otter metadata); "
+                                "pass --assignment SLUG")
+    if not isinstance(slug, str) or not SLUG_PATTERN.fullmatch(slug):
+        raise InvalidSubmission(f"the notebook names the assignment {str(slug)[:60]!r}, which is not an "
+                                "assignment name (lowercase letters, digits and _)")
+    if known is not None and slug not in known:
+        raise InvalidSubmission(f"the notebook names the assignment {slug!r}, which is not an assignment of this "
+                                f"course ({', '.join(known)}); pass --assignment SLUG")
+    return slug

@@ -5,7 +5,7 @@ one submission in its own process, ``python -m autograder.worker SUBMISSION ZIP 
 limit, so a submission that hangs or eats memory cannot take the grading run down with it. The
 worker writes a JSON result: status, message, per-question scores and per-test outcomes. Otter
 compares golden values in the student's own kernel here, which a determined submission can fool:
-sealed grading (:mod:`autograder.sealed`) is the default everywhere else.
+sealed grading (:mod:`autograder.pool`, :mod:`autograder.judge`) is the default everywhere else.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import nbformat
 
 from helpers.core.contract import GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
 
+from .autograder_zip import Autograder
+from .judge import MEMORY_MARKERS
 from .kernels import IPYTHONDIR_ENV, isolated_ipython_dir
-from .otter_io import first_error, read_tests, summarize
+from .otter_io import first_error, summarize
+from .protocol import GRADING_SETTING
 from .sandbox import SandboxLimits, address_space_backstop_mb
-from .sealed import MEMORY_MARKERS, Autograder
 from .submissions import InvalidSubmission, read_submission_notebook
-
-
 
 
 def grade(submission: Path, autograder_zip: Path) -> dict:
@@ -39,7 +39,8 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
 
     # Grade the notebook alone, under the name its init cell expects: students rename files,
     # and a zip's other files (the PDF) are for manual grading.
-    submission = Path.cwd() / Autograder.read(autograder_zip).notebook_name
+    autograder = Autograder.read(autograder_zip)
+    submission = Path.cwd() / autograder.notebook_name
     nbformat.write(nb, submission)
 
     try:
@@ -56,7 +57,7 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
         return {"status": status, "message": text[:500], "questions": {}}
     if results.has_catastrophic_failure():
         return {"status": "error", "message": f"grading failed: {results.catastrophic_error}"[:500], "questions": {}}
-    questions = summarize(results, read_tests(autograder_zip))
+    questions = summarize(results, autograder.tests)
     status, message = "ok", ""
     error = first_error(results.notebook)
     if error:
@@ -96,7 +97,7 @@ def run_worker(submission: Path, autograder_zip: Path, limits: SandboxLimits) ->
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
         # even when the worker is killed at the time limit.
-        env = dict(os.environ, **{SETTING_ENV: "grading", MODE_ENV: "compare", "TMPDIR": tmp,
+        env = dict(os.environ, **{SETTING_ENV: GRADING_SETTING, MODE_ENV: "compare", "TMPDIR": tmp,
                                   IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

@@ -24,7 +24,7 @@ import nbformat  # noqa: E402
 
 from autograder.build import build  # noqa: E402
 from autograder.grade import Grader, Limits  # noqa: E402
-from autograder.layout import Layout  # noqa: E402
+from autograder.layout import OUT_ENV, Layout  # noqa: E402
 from autograder.samples import write_samples  # noqa: E402
 
 SLUG = "kernel_attention"
@@ -41,9 +41,10 @@ BATCH_LIMITS = {  # the batches that need other limits than LIMITS
 }
 
 
-#: Fixtures that grade a batch of notebooks: a test that uses one (even through another fixture)
-#: is marked ``batch`` and left out of the fast lane (``make test-fast``: ``pytest -m "not batch"``).
-BATCH_FIXTURES = {"submissions", "graded", "assignment_batch", "gradescope", "nbgrader_courses"}
+#: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
+#: through another fixture) is marked ``batch`` and left out of the fast lane (``make test-fast``:
+#: ``pytest -m "not batch"``).
+BATCH_FIXTURES = {"fresh_notebooks", "submissions", "graded", "assignment_batch", "gradescope", "nbgrader_courses"}
 
 
 def pytest_collection_modifyitems(items):
@@ -53,8 +54,13 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def layout():
-    return Layout.find(REPO)
+def layout(tmp_path_factory):
+    """The bundle, with its generated files (autograder zips) in a temp folder: the checkout's own
+    out/ is left alone, and two runs of the suite never build into the same place. ``course``
+    commands the tests start find it through $COURSE_OUT."""
+    out = tmp_path_factory.mktemp("out")
+    os.environ[OUT_ENV] = str(out)
+    return Layout(REPO, out)
 
 
 @pytest.fixture(scope="session")
@@ -235,12 +241,17 @@ class Batch:
 
 
 @pytest.fixture(scope="session")
-def assignment_batch(layout, tmp_path_factory):
+def assignment_batch(layout, tmp_path_factory, request):
     """``get(slug) -> Batch``: build the assignment and grade its samples, variants
-    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use."""
+    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use.
+    kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
     batches: dict[str, Batch] = {}
 
     def get(slug: str) -> Batch:
+        if slug == SLUG and slug not in batches:
+            folder, expected, _ = request.getfixturevalue("submissions")
+            rows, _ = request.getfixturevalue("graded")
+            batches[slug] = Batch(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
         if slug not in batches:
             variants = importlib.import_module(f"{slug}_variants")
             notebooks = tmp_path_factory.mktemp(f"{slug}_notebooks")

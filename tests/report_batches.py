@@ -122,7 +122,7 @@ def master_tests(slug: str) -> dict[str, list[dict]]:
     for cell, place in walk(master):
         if place.in_tests and cell.cell_type == "code" and place.question:
             test = parse_test(cell.source)
-            tests.setdefault(place.question["name"], []).append(
+            tests.setdefault(place.question.name, []).append(
                 {"test": test.name, "points": test.points, "hidden": test.hidden})
     return tests
 

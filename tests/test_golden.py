@@ -182,14 +182,27 @@ def test_a_single_number_is_compared():
     assert "non-finite" in judge(spec, encode(torch.tensor(float("nan"))))
 
 
-def test_the_sandbox_runner_and_the_contract_name_the_same_things():
-    """The runner runs alone in the sandbox and imports nothing of the bundle: its copies of the
-    names in helpers.core.contract must be the same strings."""
-    from autograder import sandbox_runner
+def test_the_runner_library_runs_alone_and_speaks_the_protocol(tmp_path):
+    """The runner runs in the sandbox with only its library folder: it must import its protocol and
+    the helpers' contract from there (copies), never the bundle's packages (helpers loads torch)."""
+    import subprocess
+    import sys
+
+    from autograder import protocol
+    from autograder.pool import runner_library
     from helpers.core import contract
 
-    for name in ("CHANNEL_ENV", "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "SUBMISSION_ENV", "ASSETS_ENV"):
-        assert getattr(sandbox_runner, name) == getattr(contract, name), name
+    lib = runner_library(tmp_path)
+    probe = ("import sys, course_runner as r; "
+             "print(r.CHANNEL_ENV, r.GOLDEN_MODE_ENV, r.TEST, sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('autograder', 'helpers', 'torch')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(lib)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 3)[:3] == [protocol.CHANNEL_ENV, contract.GOLDEN_MODE_ENV, protocol.TEST]
+    assert done.stdout.strip().endswith("[]"), done.stdout  # nothing of the bundle, no torch
+    from autograder import sandbox_runner
+
     assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER
 
 

@@ -5,8 +5,10 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.sandbox import Sandbox, SandboxLimits, SandboxRun, address_space_backstop_mb
-from autograder.sealed import Autograder, verdict
+from autograder.sandbox import SandboxLimits, SandboxRun, address_space_backstop_mb
+from autograder.seal_bubblewrap import BubblewrapSeal
+from autograder.autograder_zip import Autograder
+from autograder.judge import verdict
 
 AUTOGRADER = Autograder(zip_path=Path("a.zip"), name="a",
                         tests={"q1": [{"test": "test_big", "points": 2, "hidden": True}]}, sources=[],
@@ -46,7 +48,7 @@ def test_the_address_space_cap_is_a_backstop_far_above_the_memory_limit():
     backstop = address_space_backstop_mb(limits.memory_mb)
     assert backstop >= 8 * limits.memory_mb
     assert backstop >= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
-    sandbox = Sandbox.__new__(Sandbox)  # the command line only: no bwrap needed
+    sandbox = BubblewrapSeal.__new__(BubblewrapSeal)  # the command line only: no bwrap needed
     sandbox.bwrap, sandbox.as_root, sandbox.system_binds, sandbox.binds = "bwrap", False, [], []
     sandbox.staging = Path("/nonexistent")
     command = sandbox.command([sys.executable], [], {}, 0, limits)

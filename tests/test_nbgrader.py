@@ -27,7 +27,7 @@ import pytest
 from autograder.layout import CourseError, Layout
 from autograder.nbgrader_gradebook import student_of, write_gradebook
 from autograder.nbgrader_source import add_to_course
-from autograder.sealed import Autograder
+from autograder.autograder_zip import Autograder
 from conftest import SLUG as KERNEL_SLUG, failures, variant_notebook
 from notebook_edits import replace_function
 

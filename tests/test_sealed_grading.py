@@ -21,7 +21,7 @@ from adversarial import MARKER, make_attacks
 from seal_attacks import processes_with
 from autograder.grade import Grader, Limits
 from autograder.layout import CourseError
-from autograder.sandbox import SANDBOX_UID_BASE
+from autograder.uids import SANDBOX_UID_BASE
 from conftest import REPO, SLUG, variant_notebook
 
 ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
@@ -155,9 +155,11 @@ def test_an_unprivileged_user_can_start_the_sandbox():
 def run_probe_as_nobody(tmp_path: Path) -> None:
     copy = tmp_path / "lib" / "autograder"
     copy.mkdir(parents=True)
-    # the sandbox, its seal, what it measures and the contract it shares with the runner
-    for module in ("sandbox.py", "seal_bubblewrap.py", "holdings.py", "uids.py", "sandbox_runner.py"):
+    # the sandbox, its seal, what it measures, its streams and the protocol it shares with the runner
+    for module in ("sandbox.py", "seal_bubblewrap.py", "holdings.py", "uids.py", "streams.py", "protocol.py",
+                   "sandbox_runner.py"):
         shutil.copy(REPO / "autograder" / module, copy / module)
+    shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the pool copies it
     (copy / "__init__.py").write_text("")
     from autograder.seal_bubblewrap import _reachable_copy, bwrap_binary
     bwrap = _reachable_copy(Path(bwrap_binary()), tmp_path / "bwrap")  # wherever the venv lies, nobody can run this
@@ -166,8 +168,9 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
 import sys, os, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(tmp_path / 'lib')!r})
-from autograder.sandbox import Sandbox, SandboxLimits
-sandbox = Sandbox(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
+from autograder.sandbox import SandboxLimits
+from autograder.seal_bubblewrap import BubblewrapSeal
+sandbox = BubblewrapSeal(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
 sandbox.probe()
 flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep', '30'])\\ntime.sleep(30)"
 with sandbox.lease() as uid:
@@ -177,7 +180,7 @@ print("uid", os.getuid(), "killed_for", run.killed_for)
 """)
     for path in (tmp_path, tmp_path / "lib", copy):
         path.chmod(0o755)
-    for path in (script, *copy.iterdir()):
+    for path in (script, copy.parent / "course_contract.py", *copy.iterdir()):
         path.chmod(0o644)
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
                           capture_output=True, text=True, timeout=60, cwd="/")
@@ -203,8 +206,9 @@ def test_a_grader_killed_where_die_with_parent_did_not_act_leaves_no_process():
 import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
-from autograder.sandbox import Sandbox, SandboxLimits
-sandbox = Sandbox(python=Path(sys.executable), staging=Path({str(staging)!r}))
+from autograder.sandbox import SandboxLimits
+from autograder.seal_bubblewrap import BubblewrapSeal
+sandbox = BubblewrapSeal(python=Path(sys.executable), staging=Path({str(staging)!r}))
 wrapper = Path(sandbox.staging, "bwrap-without-die-with-parent")
 wrapper.write_text('#!/bin/sh\\nfor a do shift; [ "$a" = --die-with-parent ] || set -- "$@" "$a"; done\\n'
                    'exec {{}} "$@"\\n'.format(sandbox.bwrap))
@@ -301,7 +305,7 @@ def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_p
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the sandbox's uid then differs from the grader's")
 def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
     """CI may clone the bundle (and its virtual environment) under /root, which is private."""
-    from autograder.seal_bubblewrap import Sandbox, bwrap_binary
+    from autograder.seal_bubblewrap import BubblewrapSeal, bwrap_binary
 
     package = Path(bwrap_binary()).parents[1]
     private = tmp_path / "private"  # pytest's tmp folders are 0700, like /root
@@ -310,7 +314,7 @@ def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
     staging = Path(tempfile.mkdtemp(prefix="staging-"))
     try:
         staging.chmod(0o755)
-        sandbox = Sandbox(python=Path(sys.executable), staging=staging,
+        sandbox = BubblewrapSeal(python=Path(sys.executable), staging=staging,
                           bwrap=str(private / package.name / "_bin" / "bwrap"))
         assert Path(sandbox.bwrap).is_relative_to(staging)
         sandbox.probe()

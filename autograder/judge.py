@@ -1,0 +1,166 @@
+"""The judge: a submission's status and score from what its sandbox reported, computed outside it.
+
+A test with points passes only if it ran without raising and every golden value recorded for it
+was collected exactly once and is judged close (or in range) by :func:`helpers.core.golden.judge`;
+the golden values, tolerances and points come from the autograder zip and never enter the sandbox,
+so patching anything inside the kernel (otter, helpers, numpy, torch) can change only the student's
+own values. Nothing a student sees quotes a hidden test: an error shows as its exception's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from helpers.core.golden import judge
+
+from .autograder_zip import Autograder
+from .protocol import CELLS_DONE, DONE, RUNNER_ERROR, TEST
+from .sandbox import SandboxLimits, SandboxRun
+
+#: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
+MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
+                  "DefaultCPUAllocator", "out of memory")
+
+
+def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> dict:
+    """Status, message and per-question scores from what the sandbox reported."""
+    tests = [m for m in run.messages if m.get("event") == TEST]
+    questions, tampering = score(autograder, tests)
+    if run.leftovers:  # something of the sandbox outlived the kill: what it reported is not judged
+        for detail in questions.values():
+            detail["score"] = 0
+            for case in detail["cases"]:
+                case["passed"], case["message"] = False, "not judged: the sandbox could not be emptied"
+    status, message = run_status(run, limits, tampering)
+    short_of_memory = next((m for m in tests if _out_of_memory(m.get("error"))), None)
+    if status == "ok" and short_of_memory:  # points lost to memory are never a silent "ok"
+        where = f"the test {short_of_memory['test']}" if short_of_memory.get("test") else \
+            f"the tests of {short_of_memory.get('question')}"
+        status, message = "memory", f"{where} ran out of memory ({exception_name(short_of_memory['error'])})"
+    if run.output_dropped and status == "ok":
+        message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
+    return {"status": status, "message": message[:500], "questions": questions,
+            "peak_memory_mb": round(run.peak_memory_mb), "peak_address_space_mb": round(run.peak_address_space_mb),
+            "sandbox_seconds": round(run.seconds, 2)}
+
+
+def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()) -> tuple[str, str]:
+    """(status, message) of how a run went, tests aside: a limit, signs of tampering, the notebook's
+    own first error, or a runner that did not finish. ``course pdf`` shows it beside a notebook it ran."""
+    events = {m.get("event") for m in run.messages}
+    cells = next((m for m in run.messages if m.get("event") == CELLS_DONE), None)
+    if run.leftovers:
+        return "error", "processes of its sandbox outlived the kill; nothing it reported was judged"
+    if run.killed_for == "timeout":
+        return "timeout", f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
+    if run.killed_for == "memory":
+        return "memory", f"used more than {limits.memory_mb} MB of memory (all its processes together); stopped"
+    if run.killed_for == "processes":
+        return "error", f"started more than {limits.processes} processes at once; stopped"
+    if run.killed_for == "disk":
+        return "error", f"wrote more than {limits.disk_mb} MB of files (all its files together); stopped"
+    if run.channel_overflow or tampering:
+        return "tampered", "; ".join(tampering) or "the sandbox sent more results than any test makes"
+    if cells and cells.get("kernel_died"):
+        return "error", cells["kernel_died"]
+    if cells and cells.get("first_error"):
+        err = cells["first_error"]
+        text = f"{err['ename']}: {err['evalue']}"
+        return ("memory" if _out_of_memory(text) else "error"), f"the cell starting {err['cell']!r} raised {text}"
+    if DONE not in events:
+        runner_error = next((m["error"] for m in run.messages if m.get("event") == RUNNER_ERROR), "")
+        if runner_error:  # its type only: the text may quote a hidden test
+            return "error", f"grading failed inside the sandbox ({exception_name(runner_error)})"
+        how = f"; it was killed by signal {-run.returncode}" if (run.returncode or 0) < 0 else \
+            f"; exit status {run.returncode}" if run.returncode else ""
+        # never the runner's printed output: after the tests went in, it may quote them
+        return "error", f"the grading runner stopped before it finished (did the notebook kill it, or exit?{how})"
+    return "ok", ""
+
+
+#: Exception names a hidden test's feedback may show: Python's own, and the golden judge's.
+KNOWN_EXCEPTIONS = {name for name, value in vars(__import__("builtins")).items()
+                    if isinstance(value, type) and issubclass(value, BaseException)} | {"GoldenMismatch"}
+
+
+#: The runner's own words (the test driver's, for a missing function), which may be shown whole.
+RUNNER_WORDS = re.compile(r"the notebook does not define \w+(, \w+){0,5}|the test file reported nothing|"
+                          r"the notebook's kernel (died|was killed by signal \d+ \(\w+\)|exited with code -?\d+ "
+                          r"\(os\._exit or a crash in a cell\?\)) during the tests")
+
+
+def exception_name(error: str) -> str:
+    """What a status or a test's feedback may say of an error raised in the sandbox after the tests
+    went in: the exception's name if it is a standard one, never its text (a notebook can put
+    anything there, the tests' source included). The public checks in the notebook say more."""
+    text = str(error)
+    if RUNNER_WORDS.fullmatch(text):
+        return text
+    name = text.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    return name if name in KNOWN_EXCEPTIONS else "an exception"
+
+
+def _out_of_memory(error) -> bool:
+    return isinstance(error, str) and any(marker in error for marker in MEMORY_MARKERS)
+
+
+def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
+    """Per-question scores, judged here from the collected values; plus any signs of tampering."""
+    outcomes = {m["test"]: m for m in tests if m.get("test")}
+    file_errors = {m["question"]: m["error"] for m in tests if not m.get("test")}
+    collected: dict[str, list] = {}
+    for m in tests:
+        for line in m.get("values") or []:
+            if isinstance(line, dict) and isinstance(line.get("key"), str):
+                collected.setdefault(line["key"], []).append(line)
+    keys_of = autograder.golden_by_test()
+    repeated = sorted(k for k, v in collected.items() if len(v) > 1 and k in autograder.golden)
+    tampering = [f"value {k!r} was reported {len(collected[k])} times" for k in repeated[:3]]
+    counts = Counter(m["test"] for m in tests if m.get("test"))
+    tampering += [f"test {t} was reported {n} times" for t, n in counts.items() if n > 1][:3]
+
+    questions = {}
+    for question, cases in autograder.tests.items():
+        results = []
+        for case in cases:
+            outcome = outcomes.get(case["test"])
+            problems = []
+            if outcome is None:
+                why = file_errors.get(question)
+                if why:
+                    why = f"the tests raised {exception_name(why)}"
+                problems.append(f"did not run ({why or 'the grading stopped before it'})")
+            elif not outcome.get("passed"):
+                error = outcome.get("error") or "an error"
+                # the name only, for public tests too: a test file holds public and hidden tests,
+                # and a notebook can put their source into the text of any exception it raises
+                problems.append(f"raised {exception_name(error)}")
+            if case["hidden"]:
+                for key in keys_of.get(case["test"], []):
+                    got = collected.get(key, [])
+                    if outcome is not None and not got:
+                        if outcome.get("passed"):
+                            problems.append(f"{key}: no value was collected")
+                    elif len(got) > 1:
+                        problems.append(f"{key}: reported more than once")
+                    elif got:
+                        problems.append(_judged(key, autograder.golden[key], got[0]))
+            problems = [p for p in problems if p]
+            passed = not problems
+            results.append({"test": case["test"], "hidden": case["hidden"], "points": case["points"],
+                            "passed": passed, "message": "\n".join(problems)})
+        score_ = sum(r["points"] for r in results if r["passed"])
+        questions[question] = {"score": score_, "possible": sum(r["points"] for r in results), "cases": results}
+    return questions, tampering
+
+
+def _judged(key: str, spec: dict, line: dict) -> str | None:
+    if "error" in line:
+        return f"{key}: {line['error']}"[:300]
+    try:
+        message = judge(spec, line["value"])
+    except Exception:  # a malformed record is a wrong value, never a crash of the grader
+        return f"{key}: the value could not be read"
+    return f"{key}: {message}" if message else None
+

@@ -1,14 +1,14 @@
 """How long ``course report`` takes for N submissions of one assignment (the target: 2,000 in at
 most 20 s on 2 cores), and that it still finds what it must at that size.
 
-The batch is made, not graded: N kernel_attention notebooks, each the solved student notebook with
-a random choice of the known-correct and known-wrong variants of ``tests/kernel_attention_variants.py``
-and a few lines of its own (so that no two students' code is the same), their grading rows as
-``course grade`` writes them (a failure for each test a chosen wrong variant must lose, with
-numbers that differ per student; a few timeouts, raising cells and unreadable files), feedback
-files, ``run.json``, one hidden test broken for everybody, and one disguised copy (renamed
-variables, reordered functions). Prints the time of ``course report`` as a command (Python's start
-and imports included) and whether the broken test and the copy come first.
+The batch is made, not graded: N kernel_attention notebooks, each the solved student notebook with a
+random choice of the known-correct and known-wrong variants of
+``tests/assignments/kernel_attention_variants.py`` and a few lines of its own (so that no two
+students' code is the same), their grading rows as ``course grade`` writes them (a failure for each
+test a chosen wrong variant must lose, with numbers that differ per student; a few timeouts, raising
+cells and unreadable files), feedback files, ``run.json``, one hidden test broken for everybody, and
+one disguised copy (renamed variables, reordered functions). Prints the time of ``course report`` as
+a command (Python's start and imports included) and whether the broken test and the copy come first.
 
     .venv/bin/python benchmarks/report_scale.py [N [FOLDER]]   # FOLDER: keep the batch and its report there
 """
@@ -29,7 +29,9 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the variants and the batch helpers are the tests' material
+# the variants (tests/assignments/) and the batch helpers (tests/support/) are the tests' material
+for folder in ("assignments", "support"):
+    sys.path.insert(0, str(REPO / "tests" / folder))
 
 from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
 from notebook_edits import edited_functions  # noqa: E402

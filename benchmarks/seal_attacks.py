@@ -2,9 +2,9 @@
 
 Several attacks race the grader (a chain that forks faster than a kill, a survivor waiting for the
 next submission of its uid, a forged message on the grader's channel), so one green run proves
-little. This grades the attacks of ``tests/seal_attacks.py``, with the repository's older attacks
-that race it (``tests/adversarial.py``) and an honest complete notebook beside them, ``--runs``
-times on each path:
+little. This grades the attacks of ``tests/support/seal_attacks.py``, with the repository's older
+attacks that race it (``tests/support/adversarial.py``) and an honest complete notebook beside
+them, ``--runs`` times on each path:
 
 - ``bubblewrap``: ``course grade --sandbox bubblewrap``;
 - ``posix``: ``course grade --sandbox posix`` (Gradescope's and Docker's seal) from a course folder
@@ -34,7 +34,9 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the attacks are the suite's own, kept beside its tests
+# the attacks are the suite's own (tests/support/), and some are made from the variants (tests/assignments/)
+for folder in ("assignments", "support"):
+    sys.path.insert(0, str(REPO / "tests" / folder))
 
 from adversarial import make_attacks, with_attack  # noqa: E402
 from seal_attacks import row_problems, seal_attacks, traces  # noqa: E402

@@ -2,43 +2,31 @@
 
 The batch holds the sample submissions, the known-wrong and known-correct variants, the students'
 exported zips and the adversarial submissions; every test reads its rows, nothing is graded twice.
+What the fixtures and the tests share (the constants, writing and grading a batch, reading a row)
+is in ``support/batches.py``: no module imports this one.
 """
 
-import hashlib
 import importlib
 import os
-import socket
 import sys
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-# tests import their data modules (known-wrong variants, notebook edits) by plain name
-sys.path.insert(0, str(Path(__file__).parent))
+# tests import the suite's support modules (support/) and each assignment's known-wrong and
+# known-correct variants (assignments/<slug>_variants.py) by plain name
+TESTS = Path(__file__).parent
+for folder in ("assignments", "support"):
+    sys.path.insert(0, str(TESTS / folder))
 # builds, grading runs and tests use the fast training/timing budget
 os.environ.setdefault("COURSE_SETTING", "grading")
 
 import nbformat  # noqa: E402
 
+from adversarial import Listener  # noqa: E402
 from autograder.build import build  # noqa: E402
-from autograder.grade import Grader, Limits  # noqa: E402
 from autograder.layout import OUT_ENV, Layout  # noqa: E402
-from autograder.samples import write_samples  # noqa: E402
-
-SLUG = "kernel_attention"
-REPO = Path(__file__).resolve().parents[1]
-LIMITS = Limits(timeout=60, memory_mb=3072)
-BATCH_LIMITS = {  # the batches that need other limits than LIMITS
-    # its notebook grades in under 20 s, and its batch holds the samples and attacks that must run
-    # into the time limit: a shorter one saves a minute
-    "kernel_attention": Limits(timeout=40, memory_mb=3072),
-    # the notebook holds both pretrained models and its tests load their own copies
-    "visualizing_attention": Limits(timeout=60, memory_mb=4096),
-    # trains a small transformer for 10 steps and decodes with three strategies before its tests
-    "summarization": Limits(timeout=120, memory_mb=3072),
-}
+from batches import BATCH_LIMITS, LIMITS, REPO, SLUG, Batch, grade_batch, tree_digest, write_batch  # noqa: E402
 
 
 #: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
@@ -70,110 +58,11 @@ def fresh_notebooks(layout, tmp_path_factory):
     return folder
 
 
-class Listener:
-    """A TCP server on loopback that counts connections: the target of the network attack."""
-
-    def __init__(self):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.5)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        for _ in range(20_000):  # bounded: at most ~3 hours of half-second waits
-            if self.stopped.is_set():
-                return
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self):
-        self.stopped.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
 @pytest.fixture(scope="session")
 def listener():
     server = Listener()
     yield server
     server.close()
-
-
-#: torch's threads per grading process for the references: what a 16-core server would start.
-REFERENCE_THREADS = 16
-
-
-def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
-    """{file: row} of one sealed grading batch. The references (the complete sample, its zip and
-    the students' exports) are graded apart, two at once, with `course grade`'s default limits and
-    torch at REFERENCE_THREADS threads per process, as a bigger machine would grade them: no
-    correct submission may lose a point to a limit there."""
-    references = [folder / "samples" / "complete.ipynb", folder / "samples" / "complete_export.zip",
-                  *sorted((folder / "exports").glob("*.zip"))]
-    aside = folder.parent / f"{folder.name}_references"
-    moved = []
-    try:
-        for path in references:
-            if path.exists():
-                target = aside / path.relative_to(folder)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                path.rename(target)
-                moved.append((path, target))
-        quiet = lambda *args: None  # noqa: E731
-        rows = Grader(layout, folder, out, limits, jobs=2).run(log=quiet)
-        rows += Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=2,
-                       threads=REFERENCE_THREADS).run(log=quiet)
-    finally:
-        for path, target in moved:
-            target.rename(path)
-    return {row["file"]: row for row in rows}
-
-
-def tree_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def variant_notebook(variant: dict) -> str:
-    """The notebook a variant is graded in: its own, or one it shares (``"notebook"``) with
-    variants whose bugs cannot hide each other's, to grade fewer notebooks."""
-    return variant.get("notebook", variant["name"])
-
-
-def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds, grader_samples=False) -> dict:
-    """Samples, known-wrong and known-correct variants and the students' real exports of one
-    assignment under ``folder``; returns {file: expected statuses}. ``grader_samples``: with the
-    samples that test the grader rather than the assignment (partial credit, a zip, a loop, a
-    memory hog, a raise); one batch holds them."""
-    from notebook_edits import replace_function
-    from student_run import run_as_student
-
-    samples = write_samples(layout, slug, folder / "samples", notebooks_dir=notebooks_dir, grader_samples=grader_samples)
-    expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses
-    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
-    (folder / "variants").mkdir()
-    edited = {}  # notebook name -> the complete notebook with the edits of every variant it holds
-    for variant in variants:
-        notebook = variant_notebook(variant)
-        for function, source in variant.get("edits", [(variant.get("function"), variant.get("source"))]):
-            edited[notebook] = replace_function(edited.get(notebook, complete), function, source)
-    for notebook, nb in edited.items():
-        nbformat.write(nb, folder / "variants" / f"{notebook}.ipynb")
-    # The real export path: run the solved student notebook in a kernel; its last cell writes the zip.
-    (folder / "exports").mkdir()
-    for kind in latex_kinds:
-        workdir = folder.parent / f"student_{kind}"  # outside the submissions folder
-        exported = run_as_student(folder / "samples" / "complete.ipynb", workdir, latex=kind == "with_pdf")
-        exported.rename(folder / "exports" / f"{kind}.zip")
-        expected[f"exports/{kind}.zip"] = ("ok",)
-    return expected
 
 
 @pytest.fixture(scope="session")
@@ -223,27 +112,10 @@ def graded(layout, submissions):
     return rows, out
 
 
-def failures(row: dict, hidden: bool) -> set[str]:
-    """Names of the failed hidden (or public) tests in a grading row."""
-    return {case["test"] for q in row["questions"].values() for case in q["cases"]
-            if case["hidden"] == hidden and not case["passed"]}
-
-
-@dataclass
-class Batch:
-    """One assignment's sealed grading run: rows by file, expected statuses, the submissions folder
-    (its parent holds the student's run, ``student_without_latex/``) and the fresh build."""
-
-    rows: dict
-    expected: dict
-    folder: Path
-    notebooks: Path
-
-
 @pytest.fixture(scope="session")
 def assignment_batch(layout, tmp_path_factory, request):
     """``get(slug) -> Batch``: build the assignment and grade its samples, variants
-    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use.
+    (``tests/assignments/<slug>_variants.py``) and a student's export in one sealed run, on first use.
     kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
     batches: dict[str, Batch] = {}
 

@@ -5,7 +5,7 @@ the corpus, batches, model and training loop in ``test_pretraining_helpers``."""
 import re
 
 from adversarial import grade_forgeries
-from conftest import LIMITS
+from batches import LIMITS
 from pretraining_variants import FORGEABLE_PROPERTIES
 from student_run import printed
 

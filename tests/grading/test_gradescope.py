@@ -23,7 +23,7 @@ from adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywher
 from autograder.gradescope import emulate
 from autograder.grade import Limits
 from autograder.worker import run_worker
-from conftest import SLUG, variant_notebook
+from batches import SLUG, variant_notebook
 from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attacks, traces
 
 #: The attacks graded through the zip: every attack on the seal, and the older ones that race it

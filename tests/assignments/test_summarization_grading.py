@@ -9,7 +9,7 @@ import re
 import torch
 
 from adversarial import grade_forgeries
-from conftest import BATCH_LIMITS
+from batches import BATCH_LIMITS
 from helpers import summarization as S
 from student_run import printed
 from summarization_variants import FORGEABLE_PROPERTIES

@@ -4,7 +4,7 @@ baseline in ``helpers``. Its build and grading batch are checked in ``test_assig
 import torch
 
 from adversarial import grade_forgeries
-from conftest import LIMITS
+from batches import LIMITS
 from helpers.karate_gnn import accuracy, label_propagation, load_karate_club
 from karate_gnn_variants import FORGEABLE_PROPERTIES
 from student_run import printed

@@ -19,7 +19,7 @@ from autograder.check import leak_problems
 from autograder.grade import Grader
 from autograder.worker import run_worker
 
-from conftest import SLUG, REPO, LIMITS, variant_notebook
+from batches import SLUG, REPO, LIMITS, variant_notebook
 from kernel_attention_variants import WRONG
 from student_run import latex_or_skip, printed
 
@@ -103,7 +103,7 @@ def test_partial_submission_keeps_the_points_of_its_finished_parts(graded):
 
 def test_results_files_have_one_row_per_submission(graded):
     rows, out = graded
-    references = out.parent / f"{out.name}_references"  # graded apart (conftest.grade_batch)
+    references = out.parent / f"{out.name}_references"  # graded apart (batches.grade_batch)
     csv_lines = [line for folder in (out, references)
                  for line in (folder / "results.csv").read_text().strip().splitlines()[1:]]
     assert len(csv_lines) == len(rows)

@@ -8,7 +8,7 @@ from helpers.attention_foundations import (VOCAB, BottleneckDecoder, Encoder, Se
                                            exact_match_by_length, greedy_decode, key_norm_experiment, make_batch,
                                            make_case_examples, orthogonal_keys, random_argmax_sources, train_seq2seq)
 from adversarial import grade_forgeries
-from conftest import LIMITS
+from batches import LIMITS
 from attention_foundations_variants import FORGEABLE_PROPERTIES
 from student_run import printed
 

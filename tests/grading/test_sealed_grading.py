@@ -22,7 +22,7 @@ from seal_attacks import processes_with
 from autograder.grade import Grader, Limits
 from autograder.layout import CourseError
 from autograder.uids import SANDBOX_UID_BASE
-from conftest import REPO, SLUG, variant_notebook
+from batches import REPO, SLUG, variant_notebook
 
 ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
                         "host_marker": Path("m"), "port": 0})  # names and expectations only
@@ -283,8 +283,7 @@ def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions, 
 def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_path):
     """The control: under --unsafe (plain otter in the grader's account) the read and network
     attacks do reach their targets, so the sealed run above shows the sandbox at work, not a dud attack."""
-    from adversarial import with_attack
-    from conftest import Listener
+    from adversarial import Listener, with_attack
 
     folder, _, paths = submissions
     listener = Listener()

@@ -28,7 +28,7 @@ from autograder.layout import CourseError, Layout
 from autograder.nbgrader_gradebook import student_of, write_gradebook
 from autograder.nbgrader_source import add_to_course
 from autograder.autograder_zip import Autograder
-from conftest import SLUG as KERNEL_SLUG, failures, variant_notebook
+from batches import SLUG as KERNEL_SLUG, failures, variant_notebook
 from notebook_edits import replace_function
 
 SLUGS = Layout.find(Path(__file__)).slugs()  # every assignment that exists

@@ -7,7 +7,7 @@ import torch
 from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic, pretrain,
                                   principal_angle_cosines)
 from adversarial import grade_forgeries
-from conftest import LIMITS
+from batches import LIMITS
 from student_run import printed
 
 SLUG = "autoencoders"

@@ -14,7 +14,7 @@ import pytest
 
 from autograder.check import _tree_differences
 
-from conftest import failures, variant_notebook
+from batches import failures, variant_notebook
 
 AUTOGRADED_POINTS = {"kernel_attention": 22, "karate_gnn": 15, "autoencoders": 14, "visualizing_attention": 14, "summarization": 43,
                      "attention_foundations": 15, "pretraining": 12}

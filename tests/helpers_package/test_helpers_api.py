@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _sources():
@@ -16,8 +16,8 @@ def _sources():
         for i, cell in enumerate(nbformat.read(master, as_version=4).cells):
             if cell.cell_type == "code":
                 yield f"{master.name} cell {i}", cell.source
-    for folder in ("tests", "benchmarks"):
-        for path in sorted((REPO / folder).glob("*.py")):
+    for pattern in ("tests/**/*.py", "benchmarks/*.py"):  # the tests' folders, and the benchmarks
+        for path in sorted(REPO.glob(pattern)):
             yield path.name, path.read_text()
 
 

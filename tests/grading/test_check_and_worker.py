@@ -13,7 +13,7 @@ from autograder.check import leak_problems, read_secrets
 from autograder.layout import Layout
 from autograder.submissions import InvalidSubmission, read_submission_notebook
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"
 
 

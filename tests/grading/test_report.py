@@ -1,7 +1,7 @@
 """``course report``: the statistics on held-out-style batches, the code comparison on real
 notebooks, the page in a headless browser, and bad input. Nothing here grades a notebook: rows
-are made from the variants (``tests/<slug>_variants.py``), notebooks from the master and the
-student notebook (``tests/report_batches.py``)."""
+are made from the variants (``tests/assignments/<slug>_variants.py``), notebooks from the master and the
+student notebook (``tests/support/report_batches.py``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from autograder.report_stats import normalise, by_test
 from autograder.reports import RUN_FILE
 from notebook_edits import edited_functions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"
 LAYOUT = Layout(REPO)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_environment_yml_has_the_same_pins_as_pyproject():

@@ -13,7 +13,9 @@ on, host files that must not appear), so that each attack tries the real thing.
 from __future__ import annotations
 
 import copy
+import socket
 import stat
+import threading
 import zipfile
 from pathlib import Path
 
@@ -21,6 +23,35 @@ import nbformat
 
 #: In the cmdline of every process an attack starts, so the test can look for survivors.
 MARKER = "course-adversary-marker"
+
+
+class Listener:
+    """A TCP server on loopback that counts connections: the target of the network attack."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        for _ in range(20_000):  # bounded: at most ~3 hours of half-second waits
+            if self.stopped.is_set():
+                return
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
 
 
 #: What every forgery adds to a notebook that implements nothing (issue 35): the graded functions

@@ -105,12 +105,12 @@ def grade_on_gradescope(course: Path, subs: Path, out: Path, skip: set[str]) -> 
 
 
 def main() -> int:
+    global LIMITS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--paths", default="bubblewrap,posix,gradescope")
     parser.add_argument("--timeout", type=float, default=LIMITS.timeout, help="seconds a submission may run")
     args = parser.parse_args()
-    global LIMITS
     LIMITS = dataclasses.replace(LIMITS, timeout=args.timeout)
     if os.geteuid() != 0:
         raise SystemExit("needs root: POSIX separation runs each submission as another uid")

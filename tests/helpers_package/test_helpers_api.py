@@ -4,9 +4,11 @@ module's ``__all__``: the public API is what the notebooks use, and nothing priv
 import ast
 import importlib
 import importlib.util
+import pkgutil
 from pathlib import Path
 
 import nbformat
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,3 +63,17 @@ def test_the_summarization_package_exports_every_submodule_name():
         for name in module.__all__:
             assert getattr(package, name) is getattr(module, name), f"helpers.summarization.{name}"
             assert name in package.__all__, name
+
+
+@pytest.mark.parametrize("name", ["helpers.attention_foundations", "helpers.pretraining", "helpers.kernel_attention",
+                                  "helpers.core.pdf"])
+def test_a_split_module_exports_every_submodule_name(name):
+    """These were one module each; the package that replaced it imports every public name of its parts."""
+    package = importlib.import_module(name)
+    subs = [info.name for info in pkgutil.iter_modules(package.__path__)]
+    assert subs
+    for sub in subs:
+        module = importlib.import_module(f"{name}.{sub}")
+        for public in module.__all__:
+            assert getattr(package, public) is getattr(module, public), f"{name}.{public}"
+            assert public in package.__all__, f"{name}.{public}"

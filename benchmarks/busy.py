@@ -9,8 +9,10 @@ both, and their ratio; the target is a busy run within 1.6x of the idle one on 2
 
 Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
 full setting; ``--spin-baseline`` adds an idle run with torch's default spinning threads, to show
-what passive waiting costs an idle machine). The figures are recorded in ``benchmarks/figures.json``, where the README's table
-and the notebooks' stated times come from.
+what passive waiting costs an idle machine). ``benchmarks/busy.py --idle [--full]`` runs the idle
+run alone. The figures are recorded in ``benchmarks/figures.json``, where the README's table and the
+notebooks' stated times come from: :func:`stated_times` writes the one sentence of a notebook's
+introduction that says how long it takes, and ``tests/test_stated_times.py`` holds each notebook to it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import os
 import subprocess
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 from reference import REPO, run_solved_notebook
 
@@ -102,6 +103,85 @@ def run_as_a_student(slug: str, setting: str, spin: bool = False) -> tuple[float
     return seconds, training_seconds(nb)
 
 
+def record(slug: str, setting: str, figures_of_run: dict) -> dict:
+    """Store one run's figures for ``slug`` in ``setting`` in figures.json (a run measured idle only
+    drops the busy figures of an earlier run: the two belong together)."""
+    figures = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
+    figures.setdefault(slug, {})[setting] = {**figures_of_run, "cores": len(os.sched_getaffinity(0)),
+                                             "measured": dt.date.today().isoformat()}
+    FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+    return figures[slug][setting]
+
+
+def measure_idle(slug: str, setting: str) -> dict:
+    """The idle run alone: what a notebook's stated times come from."""
+    print(f"{slug}, {setting} setting, {len(os.sched_getaffinity(0))} cores: idle run ...", flush=True)
+    idle = run_as_a_student(slug, setting)
+    print(f"  idle: notebook {idle[0]:.0f} s, training {idle[1]:.0f} s", flush=True)
+    return record(slug, setting, {"notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1)})
+
+
+def duration(seconds: float) -> str:
+    """How a notebook states a time: under a minute, else minutes to the half (whole from ten)."""
+    if seconds < 45:
+        return "under a minute"
+    minutes = seconds / 60
+    minutes = round(minutes * 2) / 2 if minutes < 10 else round(minutes)
+    return f"about {minutes:g} minute{'' if minutes == 1 else 's'}"
+
+
+#: How the sentence begins in a master's introduction (a line of its own).
+STATED_TIMES_START = "**Time** (an idle 2-core laptop):"
+
+
+def stated_times(figures: dict) -> str:
+    """The one sentence of a notebook's introduction that says how long it takes, from its figures
+    (``figures.json[slug]``): both settings, training and the whole notebook, idle, 2 cores. A
+    notebook that trains nothing has no settings to tell apart: one figure, its last measured."""
+    def cost(f: dict) -> str:
+        training = "no training" if f["training_seconds"] == 0 else f"{duration(f['training_seconds'])} of training"
+        return f"{training} and {duration(f['notebook_seconds'])} for the whole notebook"
+
+    if all(f["training_seconds"] == 0 for f in figures.values()):
+        latest = max(figures.values(), key=lambda f: f["measured"])
+        return f"{STATED_TIMES_START} {cost(latest)}."
+    return f"{STATED_TIMES_START} full setting (the default), {cost(figures['full'])}; quick setting, {cost(figures['quick'])}."
+
+
+def readme_table(figures: dict) -> str:
+    """The README's table of the quick setting idle and beside one busy program, from figures.json."""
+    rows = ["| notebook | idle | beside one busy program | busy / idle |", "|---|---|---|---|"]
+    for slug, settings in sorted(figures.items()):
+        f = settings["quick"]
+        training = "no training" if f["training_seconds"] == 0 else f"training {f['training_seconds']:.0f} s"
+        busy_training = "" if f["training_seconds"] == 0 else f" ({f['busy_training_seconds']:.0f} s)"
+        rows.append(f"| {slug} | {f['notebook_seconds']:.0f} s ({training}) | {f['busy_notebook_seconds']:.0f} s"
+                    f"{busy_training} | {f['busy_notebook_seconds'] / f['notebook_seconds']:.2f} |")
+    return "\n".join(rows)
+
+
+def write_stated_times(slug: str) -> bool:
+    """Put :func:`stated_times` of the recorded figures into the master's introduction, in place of
+    its line that starts with :data:`STATED_TIMES_START`; True if the master changed (then run
+    ``course build`` for the student notebook)."""
+    import nbformat
+
+    path = REPO / "solutions" / slug / f"{slug}.ipynb"
+    sentence = stated_times(json.loads(FIGURES.read_text())[slug])
+    nb = nbformat.read(path, as_version=4)
+    for cell in (c for c in nb.cells if c.cell_type == "markdown"):
+        lines = cell.source.split("\n")
+        for i, line in enumerate(lines):
+            if line.startswith(STATED_TIMES_START):
+                if line == sentence:
+                    return False
+                lines[i] = sentence
+                cell.source = "\n".join(lines)
+                nbformat.write(nb, path)
+                return True
+    raise SystemExit(f"{path}: no line starts with {STATED_TIMES_START!r}")
+
+
 def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
     """Run idle, then beside a busy program; print both and record them in figures.json.
     ``spin_baseline``: first an idle run with torch's default (spinning) threads, the cost of
@@ -123,16 +203,11 @@ def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
     if spin:
         print(f"{'idle, default waiting':22}{spin[0]:9.0f}{'':9}{idle[0] / spin[0]:11.2f}  (passive / default, idle)")
     print(f"target: busy within {TARGET_RATIO}x of idle: {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
-    figures = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
-    figures.setdefault(slug, {})[setting] = {
+    return record(slug, setting, {
         "notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1),
         "busy_notebook_seconds": round(busy[0], 1), "busy_training_seconds": round(busy[1], 1),
-        "cores": cores, "measured": dt.date.today().isoformat(),
-    }
-    if spin:
-        figures[slug][setting]["default_wait_notebook_seconds"] = round(spin[0], 1)
-    FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
-    return figures[slug][setting]
+        **({"default_wait_notebook_seconds": round(spin[0], 1)} if spin else {}),
+    })
 
 
 def compare_when_asked(slug: str) -> bool:
@@ -155,7 +230,21 @@ if __name__ == "__main__":
     parser.add_argument("--full", action="store_true", help="the full setting instead of the quick one")
     parser.add_argument("--spin-baseline", action="store_true",
                         help="also an idle run with torch's default (spinning) threads, to show passive waiting's cost")
+    parser.add_argument("--idle", action="store_true", help="the idle run only (the figures the notebooks state)")
+    parser.add_argument("--write-times", action="store_true",
+                        help="measure nothing: write the recorded figures into the masters' time sentence")
     args = parser.parse_args()
     slugs = args.slugs or sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
     for slug in slugs:
-        compare(slug, "full" if args.full else "quick", args.spin_baseline)
+        if args.write_times:
+            print(f"{slug}: {'rewritten' if write_stated_times(slug) else 'already in step'}")
+        elif args.idle:
+            measure_idle(slug, "full" if args.full else "quick")
+        else:
+            compare(slug, "full" if args.full else "quick", args.spin_baseline)
+    recorded = json.loads(FIGURES.read_text())
+    for slug in slugs:
+        try:
+            print(f"{slug}: {stated_times(recorded[slug])}")
+        except KeyError:
+            print(f"{slug}: not every setting measured yet ({', '.join(recorded.get(slug, {})) or 'none'})")

@@ -12,7 +12,7 @@ full setting; ``--spin-baseline`` adds an idle run with torch's default spinning
 what passive waiting costs an idle machine). ``benchmarks/busy.py --idle [--full]`` runs the idle
 run alone. The figures are recorded in ``benchmarks/figures.json``, where the README's table and the
 notebooks' stated times come from: :func:`stated_times` writes the one sentence of a notebook's
-introduction that says how long it takes, and ``tests/test_stated_times.py`` holds each notebook to it.
+introduction that says how long it takes, and ``tests/assignments/test_stated_times.py`` holds each notebook to it.
 """
 
 from __future__ import annotations

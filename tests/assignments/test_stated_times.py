@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from busy import FIGURES, STATED_TIMES_START, readme_table, stated_times  # noqa: E402

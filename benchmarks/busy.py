@@ -150,13 +150,13 @@ def stated_times(figures: dict) -> str:
 
 def readme_table(figures: dict) -> str:
     """The README's table of the quick setting idle and beside one busy program, from figures.json."""
-    rows = ["| notebook | idle | beside one busy program | busy / idle |", "|---|---|---|---|"]
+    rows = ["| notebook | idle | beside one busy program | busy / idle | measured |", "|---|---|---|---|---|"]
     for slug, settings in sorted(figures.items()):
         f = settings["quick"]
         training = "no training" if f["training_seconds"] == 0 else f"training {f['training_seconds']:.0f} s"
         busy_training = "" if f["training_seconds"] == 0 else f" ({f['busy_training_seconds']:.0f} s)"
         rows.append(f"| {slug} | {f['notebook_seconds']:.0f} s ({training}) | {f['busy_notebook_seconds']:.0f} s"
-                    f"{busy_training} | {f['busy_notebook_seconds'] / f['notebook_seconds']:.2f} |")
+                    f"{busy_training} | {f['busy_notebook_seconds'] / f['notebook_seconds']:.2f} | {f['measured']} |")
     return "\n".join(rows)
 
 

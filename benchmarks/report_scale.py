@@ -3,7 +3,7 @@ most 20 s on 2 cores), and that it still finds what it must at that size.
 
 The batch is made, not graded: N kernel_attention notebooks, each the solved student notebook with a
 random choice of the known-correct and known-wrong variants of
-``tests/assignments/kernel_attention_variants.py`` and a few lines of its own (so that no two
+``tests/kernel_attention_variants.py`` and a few lines of its own (so that no two
 students' code is the same), their grading rows as ``course grade`` writes them (a failure for each
 test a chosen wrong variant must lose, with numbers that differ per student; a few timeouts, raising
 cells and unreadable files), feedback files, ``run.json``, one hidden test broken for everybody, and
@@ -29,9 +29,9 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-# the variants (tests/assignments/) and the batch helpers (tests/support/) are the tests' material
-for folder in ("assignments", "support"):
-    sys.path.insert(0, str(REPO / "tests" / folder))
+# the variants (tests/) and the batch helpers (tests/support/) are the tests' material
+for folder in (REPO / "tests", REPO / "tests" / "support"):
+    sys.path.insert(0, str(folder))
 
 from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
 from notebook_edits import edited_functions  # noqa: E402

@@ -34,9 +34,9 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-# the attacks are the suite's own (tests/support/), and some are made from the variants (tests/assignments/)
-for folder in ("assignments", "support"):
-    sys.path.insert(0, str(REPO / "tests" / folder))
+# the attacks are the suite's own (tests/support/), and some are made from the variants (tests/)
+for folder in (REPO / "tests", REPO / "tests" / "support"):
+    sys.path.insert(0, str(folder))
 
 from adversarial import make_attacks, with_attack  # noqa: E402
 from seal_attacks import row_problems, seal_attacks, traces  # noqa: E402

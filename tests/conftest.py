@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 # tests import the suite's support modules (support/) and each assignment's known-wrong and
-# known-correct variants (assignments/<slug>_variants.py) by plain name
+# known-correct variants (<slug>_variants.py, beside this file, as DESIGN.md names them) by plain name
 TESTS = Path(__file__).parent
-for folder in ("assignments", "support"):
-    sys.path.insert(0, str(TESTS / folder))
+for folder in (TESTS, TESTS / "support"):
+    sys.path.insert(0, str(folder))
 # builds, grading runs and tests use the fast training/timing budget
 os.environ.setdefault("COURSE_SETTING", "grading")
 
@@ -115,7 +115,7 @@ def graded(layout, submissions):
 @pytest.fixture(scope="session")
 def assignment_batch(layout, tmp_path_factory, request):
     """``get(slug) -> Batch``: build the assignment and grade its samples, variants
-    (``tests/assignments/<slug>_variants.py``) and a student's export in one sealed run, on first use.
+    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use.
     kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
     batches: dict[str, Batch] = {}
 

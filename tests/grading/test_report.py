@@ -1,6 +1,6 @@
 """``course report``: the statistics on held-out-style batches, the code comparison on real
 notebooks, the page in a headless browser, and bad input. Nothing here grades a notebook: rows
-are made from the variants (``tests/assignments/<slug>_variants.py``), notebooks from the master and the
+are made from the variants (``tests/<slug>_variants.py``), notebooks from the master and the
 student notebook (``tests/support/report_batches.py``)."""
 
 from __future__ import annotations

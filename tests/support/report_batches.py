@@ -100,12 +100,12 @@ def disguised_copy(nb, template, swap_cells: bool = True):
 
 @functools.lru_cache(maxsize=None)
 def variants(slug: str) -> tuple[list[dict], list[dict]]:
-    """(WRONG, CORRECT) of ``tests/assignments/<slug>_variants.py``, read without packing them into shared
+    """(WRONG, CORRECT) of ``tests/<slug>_variants.py``, read without packing them into shared
     notebooks as the module does on import for its grading batch (a minute for the larger ones)."""
     module = sys.modules.get(f"{slug}_variants")
     if module is not None:
         return module.WRONG, module.CORRECT
-    path = REPO / "tests" / "assignments" / f"{slug}_variants.py"
+    path = REPO / "tests" / f"{slug}_variants.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     tree.body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
                                                     and getattr(node.value.func, "id", "") in ("pack_wrong", "pack_correct"))]
@@ -164,7 +164,7 @@ def _parsed(source: str) -> list:
 
 
 def with_variant(nb, variant: dict):
-    """``nb`` with the functions a variant of ``tests/assignments/<slug>_variants.py`` replaces."""
+    """``nb`` with the functions a variant of ``tests/<slug>_variants.py`` replaces."""
     from notebook_edits import replace_function
 
     for function, source in variant.get("edits", [(variant.get("function"), variant.get("source"))]):

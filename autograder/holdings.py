@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: File systems whose files are memory.
@@ -38,6 +38,7 @@ class Holdings:
     disk_mb: float = 0.0  # files on disk
     address_space_mb: float = 0.0  # the largest single process's virtual size (reported only)
     files: int = 0  # files and folders the uid owns in its folders
+    parts: dict[str, float] = field(default_factory=dict)  # memory_mb by kind, to say what a kill counted
 
 
 def descendants(root: int) -> list[int]:
@@ -166,7 +167,9 @@ class Meter:
         for dev in sandbox_mounts:  # counted as a whole below
             for key in [k for k in objects if k[0] == dev]:
                 del objects[key]
-        held.memory_mb = (pages * 1024 + sum(objects.values()) + sum(sandbox_mounts.values())) / (1 << 20)
+        held.parts = {"process pages": pages / 1024, "shared-memory objects and files": sum(objects.values()) / (1 << 20),
+                      "the sandbox's in-memory folders": sum(sandbox_mounts.values()) / (1 << 20)}
+        held.memory_mb = sum(held.parts.values())
         held.disk_mb = (sum(disk.values()) + sum(sandbox_mounts.values())) / (1 << 20)
         return held
 
@@ -175,10 +178,20 @@ class Meter:
         used = {}
         for point, (dev, fstype) in _mounts(Path(f"/proc/{pid}/mountinfo")).items():
             if fstype in MEMORY_FILESYSTEMS and dev not in self.host_devices and dev not in used:
-                try:
-                    vfs = os.statvfs(f"/proc/{pid}/root{point}")
+                try:  # one open folder for both questions: the path cannot change between them
+                    fd = os.open(f"/proc/{pid}/root{point}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
                 except OSError:
                     continue
+                try:
+                    # the mount may have moved since mountinfo was read (bwrap setting up or tearing
+                    # down): then the path names another file system, perhaps the host's disk
+                    if os.fstat(fd).st_dev != dev:
+                        continue
+                    vfs = os.fstatvfs(fd)
+                except OSError:
+                    continue
+                finally:
+                    os.close(fd)
                 used[dev] = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
         return used
 

@@ -55,7 +55,9 @@ def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()
     if run.killed_for == "timeout":
         return "timeout", f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
     if run.killed_for == "memory":
-        return "memory", f"used more than {limits.memory_mb} MB of memory (all its processes together); stopped"
+        largest = max(run.memory_parts.items(), key=lambda part: part[1], default=None)
+        most = f", most of it {largest[0]} ({largest[1]:.0f} MB)" if largest else ""
+        return "memory", f"used more than {limits.memory_mb} MB of memory (all its processes together{most}); stopped"
     if run.killed_for == "processes":
         return "error", f"started more than {limits.processes} processes at once; stopped"
     if run.killed_for == "disk":

@@ -107,6 +107,7 @@ class SandboxRun:
     peak_memory_mb: float = 0.0  # processes and in-memory files together
     peak_disk_mb: float = 0.0
     peak_address_space_mb: float = 0.0  # the largest single process's virtual size
+    memory_parts: dict[str, float] = field(default_factory=dict)  # a memory kill: MB by kind, what it counted
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)  # what could not be removed after the run
 
@@ -264,7 +265,7 @@ class Seal:
                 result.peak_disk_mb = max(result.peak_disk_mb, held.disk_mb)
                 result.peak_address_space_mb = max(result.peak_address_space_mb, held.address_space_mb)
                 if held.memory_mb > limits.memory_mb:
-                    result.killed_for = "memory"
+                    result.killed_for, result.memory_parts = "memory", held.parts
                     break
                 if held.disk_mb > limits.disk_mb or held.files > MAX_FILES:
                     result.killed_for = "disk"

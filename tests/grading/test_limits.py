@@ -127,3 +127,31 @@ time.sleep(30)
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_memory_kill_says_what_the_memory_was():
+    """An instructor reading 'used more than 4096 MB' can tell a model's pages from files in memory."""
+    run = run_with("")
+    run.killed_for = "memory"
+    run.memory_parts = {"process pages": 310.0, "shared-memory objects and files": 4200.0,
+                        "the sandbox's in-memory folders": 1.0}
+    result = verdict(run, AUTOGRADER, SandboxLimits())
+    assert result["status"] == "memory"
+    assert "shared-memory objects and files (4200 MB)" in result["message"], result["message"]
+
+
+def test_a_mount_that_moved_is_not_counted_as_the_sandbox_s_memory(monkeypatch):
+    """The in-memory folders are measured through /proc/<pid>/root: a path that no longer leads to
+    the mount mountinfo named (bwrap mid-setup) leads to another file system, perhaps the host's
+    disk, whose used space must not count as the sandbox's memory."""
+    from autograder import holdings
+
+    meter = holdings.Meter(None)
+    disk = os.stat("/").st_dev
+    named = next(dev for dev in range(1 << 20, 1 << 21) if dev not in meter.host_devices)  # a device of no host mount
+    monkeypatch.setattr(holdings, "_mounts", lambda path: {"/": (named, "tmpfs")})  # mountinfo names a tmpfs at /
+    assert os.stat(f"/proc/{os.getpid()}/root/").st_dev == disk != named
+    assert meter._own_tmpfs(os.getpid()) == {}  # the path leads to /, not to that tmpfs: nothing counted
+    monkeypatch.setattr(holdings, "_mounts", lambda path: {"/": (disk, "tmpfs")})
+    meter.host_devices = set()  # as if / were the sandbox's own tmpfs: now it is measured
+    assert meter._own_tmpfs(os.getpid())[disk] > 0

@@ -176,7 +176,7 @@ flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep'
 with sandbox.lease() as uid:
     run = sandbox.run(["/usr/bin/python3", "-c", flood], binds=[], env={{"PATH": "/usr/bin"}}, uid=uid,
                       limits=SandboxLimits(timeout=20, processes=10))
-print("uid", os.getuid(), "killed_for", run.killed_for)
+print("uid", os.getuid(), "killed_for", run.killed_for, "| memory counted at a kill:", run.memory_parts)
 """)
     for path in (tmp_path, tmp_path / "lib", copy):
         path.chmod(0o755)

@@ -57,10 +57,11 @@ def notebook_seconds(slug: str, setting="full") -> float:
     return run_solved_notebook(slug, setting)[0]
 
 
-def run_solved_notebook(slug: str, setting="full"):
+def run_solved_notebook(slug: str, setting="full", edit=None):
     """(seconds, executed notebook): the solved student notebook run top to bottom in a fresh kernel
     (all but the export cell) in one setting, chosen through ``COURSE_SETTING`` as a student's
-    environment would (``True`` still means the grading setting)."""
+    environment would (``True`` still means the grading setting). ``edit(cells)`` may change the
+    cells first (another seed, fewer parts, a cell that reads the results)."""
     import os
     import tempfile
     import time
@@ -75,6 +76,8 @@ def run_solved_notebook(slug: str, setting="full"):
         write_samples(Layout.find(REPO), slug, Path(tmp))
         nb = nbformat.read(Path(tmp) / "complete.ipynb", as_version=4)
         nb.cells = nb.cells[:-1]  # everything but the export
+        if edit:
+            nb.cells = edit(nb.cells)
         nbformat.write(nb, Path(tmp) / f"{slug}.ipynb")  # otter's grader object reads the notebook file
         saved = {key: os.environ.pop(key, None) for key in ("COURSE_FAST", "COURSE_SETTING")}
         os.environ["COURSE_SETTING"] = name

@@ -14,8 +14,8 @@ students' to write. Every public name is importable from ``helpers.summarization
 from .corpus import ENTITY_POOLS, STORY_TYPES, Article, Corpus, lead_summary, load_news_dataset, make_corpus
 from .decoding import (TREE, TREE_WORDS, ToyDecoderModel, TreeModel, exhaustive_search, plot_decoding_times,
                        print_tree, time_decoding)
-from .harness import (History, mean_loss, plot_cross_attention, plot_losses, plot_masks, print_rouge, rouge, rouge_table,
-                      summarize, time_training_steps, train_summarizer)
+from .harness import (History, copied_facts, facts_of, mean_loss, plot_cross_attention, plot_losses, plot_masks,
+                      print_copied_facts, print_rouge, rouge, rouge_table, summarize, time_training_steps, train_summarizer)
 from .performer import PerformerAttention, largest_intermediate, random_projection, split_mask, use_performer_attention
 from .vocabulary import SPECIALS, Batch, Vocabulary, batches, build_vocabulary
 
@@ -26,7 +26,7 @@ __all__ = [
     "SPECIALS", "Vocabulary", "build_vocabulary", "Batch", "batches",
     # training and evaluation (harness.py)
     "rouge", "rouge_table", "print_rouge", "History", "mean_loss", "train_summarizer", "time_training_steps",
-    "plot_losses", "summarize", "plot_masks", "plot_cross_attention",
+    "plot_losses", "summarize", "plot_masks", "plot_cross_attention", "facts_of", "copied_facts", "print_copied_facts",
     # decoding (decoding.py)
     "ToyDecoderModel", "exhaustive_search", "time_decoding", "plot_decoding_times", "TREE_WORDS", "TREE",
     "TreeModel", "print_tree",

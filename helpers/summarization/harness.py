@@ -4,6 +4,7 @@ learning curves, equal-work step timing, writing summaries, and the plot of Part
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -17,7 +18,7 @@ from .corpus import Article, Corpus
 from .vocabulary import Vocabulary, batches
 
 __all__ = ["rouge", "rouge_table", "print_rouge", "History", "mean_loss", "train_summarizer", "time_training_steps",
-           "plot_losses", "summarize", "plot_masks", "plot_cross_attention"]
+           "plot_losses", "summarize", "plot_masks", "plot_cross_attention", "facts_of", "copied_facts", "print_copied_facts"]
 
 # ---------------------------------------------------------------------------------------------
 # Evaluation
@@ -324,3 +325,50 @@ def plot_cross_attention(weights, summary_pieces: Sequence[str], article_pieces:
     fig.colorbar(image, ax=axes[:, 0].tolist(), fraction=0.03, pad=0.01, label=f"weight, 0 to {high:.2f}")
     fig.suptitle(title)
     return fig
+
+
+#: Capitalised words of a summary that are not names (articles of speech, days, months).
+_NOT_NAMES = {"A", "An", "The", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+              "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+              "November", "December"}
+
+
+def facts_of(summary: str) -> tuple[set[str], set[str]]:
+    """(names, numbers) of a reference summary, lower-cased as the vocabulary's pieces are: its
+    capitalised words other than articles, days and months, and every run of digits."""
+    words = re.findall(r"[A-Za-z]+|\d+", summary)
+    names = {w.lower() for w in words if w[0].isupper() and w not in _NOT_NAMES}
+    return names, {w for w in words if w.isdigit()}
+
+
+def copied_facts(weights, summary_pieces: Sequence[str], article_pieces: Sequence[str], summary: str) -> list[dict]:
+    """Where each name and number the model wrote puts its cross-attention weight.
+
+    For every row of ``weights`` (summary pieces down, article pieces across, as
+    :func:`plot_cross_attention` draws them) whose piece is a name or a number of the reference
+    ``summary`` and also stands in the article: the piece, whether it is a number, the weight on
+    the article's copies of that same piece, and whether the row's largest weight is on one of them.
+    """
+    w = torch.as_tensor(weights).detach().float().cpu()
+    if w.shape != (len(summary_pieces), len(article_pieces)):
+        raise ValueError(f"weights of shape {tuple(w.shape)} for {len(summary_pieces)} summary and "
+                         f"{len(article_pieces)} article pieces: one row per summary piece, one column per article piece")
+    article = [p.removeprefix("##") for p in article_pieces]
+    names, numbers = facts_of(summary)
+    rows = []
+    for row, piece in enumerate(summary_pieces):
+        places = [j for j, p in enumerate(article) if p == piece]
+        if piece in names | numbers and places:
+            rows.append({"piece": piece, "number": piece in numbers, "weight_on_its_place": float(w[row, places].sum()),
+                         "peak_on_its_place": int(w[row].argmax()) in places})
+    return rows
+
+
+def print_copied_facts(rows: list[dict]) -> None:
+    """One line per copied name or number: the weight on its place in the article."""
+    if not rows:
+        print("the summary copies no name or number of the article")
+    for r in rows:
+        where = "its largest weight" if r["peak_on_its_place"] else "not its largest weight"
+        print(f"{r['piece']:>14} ({'number' if r['number'] else 'name'}): {r['weight_on_its_place']:.2f} of its weight on "
+              f"the same piece in the article ({where})")

@@ -131,3 +131,29 @@ def test_the_news_loader_reads_xsum_and_cnn_dailymail_files_offline(tmp_path):
         S.load_news_dataset("xsum", data_files=tmp_path / "missing.jsonl")
     with pytest.raises(ValueError, match="unknown dataset"):
         S.load_news_dataset("gigaword")
+
+
+def test_facts_of_a_summary_are_its_names_and_numbers_as_pieces():
+    names, numbers = S.facts_of("A landslide in Lisbon forced 14,505 people from their homes on Tuesday.")
+    assert names == {"lisbon"} and numbers == {"14", "505"}  # no article, no weekday; digits as the vocabulary splits them
+    names, _ = S.facts_of("Tidewell Industries named Irene Meyer chief executive, from July.")
+    assert names == {"tidewell", "industries", "irene", "meyer"}
+
+
+def test_copied_facts_reads_where_each_copied_name_and_number_looks(corpus, vocab):
+    """Question 12's list under the map: a row that peaks on the same piece in the article, one
+    that spreads its weight elsewhere, and pieces that are no fact of the summary are left out."""
+    article_pieces = ["a", "flood", "in", "lisbon", "forced", "14", ",", "505", "people", "."]
+    summary_pieces = ["a", "flood", "in", "lisbon", "forced", "14", ",", "505", "people", ".", "[EOS]"]
+    weights = torch.full((len(summary_pieces), len(article_pieces)), 0.01)
+    weights[3, 3] = 0.9  # "lisbon" reads its place
+    weights[5, 1] = 0.6  # "14" looks at "flood" most, a little at its place
+    weights[5, 5] = 0.3
+    weights[7, 7] = 0.5  # "505" reads its place
+    rows = S.copied_facts(weights, summary_pieces, article_pieces, "A flood in Lisbon forced 14,505 people from home.")
+    assert [r["piece"] for r in rows] == ["lisbon", "14", "505"]
+    assert [r["peak_on_its_place"] for r in rows] == [True, False, True]
+    assert [r["number"] for r in rows] == [False, True, True]
+    assert abs(rows[1]["weight_on_its_place"] - 0.3) < 1e-6
+    with pytest.raises(ValueError, match="one row per summary piece"):
+        S.copied_facts(weights[:3], summary_pieces, article_pieces, "A flood in Lisbon.")  # rows and pieces disagree

@@ -19,7 +19,7 @@ def test_student_run_passes_every_public_check_and_reports_every_model(assignmen
     # the baseline does not depend on training, so its figure is the same in the fast setting
     assert re.search(r"most common place: London, exact match on held-out people \d+\.\d%", said), said
     for model in ("no pretraining", "pretraining + finetuning", "synthesizer: pretraining + finetuning"):
-        assert re.search(rf"{re.escape(model)}: +\d+\.\d%", said), (model, said)
+        assert re.search(rf"{re.escape(model)}: +\d+ of \d+ held-out people \(\d+\.\d%\)", said), (model, said)
     assert re.search(r"\d+ right, \d+ wrong; wrong answers that are not a place of the corpus: \d+", said), said
 
 

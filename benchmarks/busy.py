@@ -8,8 +8,8 @@ It prints the whole notebook's time and its training time (the cells sized by th
 both, and their ratio; the target is a busy run within 1.6x of the idle one on 2 cores.
 
 Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
-full setting; ``--spin-baseline`` adds an idle run with torch's default spinning threads, to show
-what passive waiting costs an idle machine). ``benchmarks/busy.py --idle [--full]`` runs the idle
+full setting; ``--spin-baseline`` adds an idle run with torch's default threads held fixed, as the
+notebooks ran before they followed the load: the idle run may be at most 10% slower than it). ``benchmarks/busy.py --idle [--full]`` runs the idle
 run alone. The figures are recorded in ``benchmarks/figures.json``, where the README's table and the
 notebooks' stated times come from: :func:`stated_times` writes the one sentence of a notebook's
 introduction that says how long it takes, and ``tests/assignments/test_stated_times.py`` holds each notebook to it.
@@ -89,9 +89,10 @@ def training_seconds(nb) -> float:
 
 def run_as_a_student(slug: str, setting: str, spin: bool = False) -> tuple[float, float]:
     """(whole notebook, training) seconds of the solved notebook in a kernel whose environment has
-    no thread settings, as a student's JupyterLab would start it. ``spin``: torch's default waiting
-    instead (an empty ``OMP_WAIT_POLICY``, which the notebook keeps and OpenMP reads as unset), to
-    compare with the notebooks before they chose passive waiting."""
+    no thread settings, as a student's JupyterLab would start it (the kernel then follows the load,
+    ``helpers.cpu``). ``spin``: torch's default threads held fixed instead (an empty
+    ``OMP_WAIT_POLICY``: ``helpers`` keeps a policy the environment names, and OpenMP reads an empty
+    one as unset), the baseline for the idle run's cost."""
     saved = {key: os.environ.pop(key) for key in THREAD_SETTINGS if key in os.environ}
     if spin:
         os.environ["OMP_WAIT_POLICY"] = ""
@@ -184,12 +185,12 @@ def write_stated_times(slug: str) -> bool:
 
 def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
     """Run idle, then beside a busy program; print both and record them in figures.json.
-    ``spin_baseline``: first an idle run with torch's default (spinning) threads, the cost of
-    passive waiting on an idle machine (target: at most 10%)."""
+    ``spin_baseline``: first an idle run with torch's default threads held fixed, the baseline of the
+    idle run (target: at most 10% slower)."""
     cores = len(os.sched_getaffinity(0))
     spin = None
     if spin_baseline:
-        print(f"{slug}, {setting} setting, {cores} cores: idle run, torch's default waiting ...", flush=True)
+        print(f"{slug}, {setting} setting, {cores} cores: idle run, torch's default threads held fixed ...", flush=True)
         spin = run_as_a_student(slug, setting, spin=True)
     print(f"{slug}, {setting} setting, {cores} cores: idle run ...", flush=True)
     idle = run_as_a_student(slug, setting)
@@ -201,7 +202,7 @@ def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
     print(f"{'whole notebook (s)':22}{idle[0]:9.0f}{busy[0]:9.0f}{ratio:11.2f}")
     print(f"{'training cells (s)':22}{idle[1]:9.0f}{busy[1]:9.0f}{busy[1] / max(idle[1], 1e-9):11.2f}")
     if spin:
-        print(f"{'idle, default waiting':22}{spin[0]:9.0f}{'':9}{idle[0] / spin[0]:11.2f}  (passive / default, idle)")
+        print(f"{'idle, default waiting':22}{spin[0]:9.0f}{'':9}{idle[0] / spin[0]:11.2f}  (notebooks' / fixed default, idle)")
     print(f"target: busy within {TARGET_RATIO}x of idle: {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
     return record(slug, setting, {
         "notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1),
@@ -229,7 +230,7 @@ if __name__ == "__main__":
     parser.add_argument("slugs", nargs="*", help="assignments (default: all seven)")
     parser.add_argument("--full", action="store_true", help="the full setting instead of the quick one")
     parser.add_argument("--spin-baseline", action="store_true",
-                        help="also an idle run with torch's default (spinning) threads, to show passive waiting's cost")
+                        help="also an idle run with torch's default threads held fixed, the idle run's baseline")
     parser.add_argument("--idle", action="store_true", help="the idle run only (the figures the notebooks state)")
     parser.add_argument("--write-times", action="store_true",
                         help="measure nothing: write the recorded figures into the masters' time sentence")

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from .cpu import share_cores
 from .progress import progress
 from .validation import check_tensor
 
@@ -322,6 +323,7 @@ def fit_linear_autoencoder(model: torch.nn.Module, X: torch.Tensor, *, max_iter:
                                   line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=1e-16)
 
     def closure():
+        share_cores()  # one L-BFGS step is many closures: torch's threads follow the load (helpers.cpu)
         optimizer.zero_grad()
         loss = ((model(rows) - rows) ** 2).mean()
         loss.backward()

@@ -12,6 +12,8 @@ from typing import Iterable, Iterator, TypeVar
 
 from tqdm import tqdm as text_tqdm
 
+from .cpu import share_cores
+
 __all__ = ["progress"]
 
 T = TypeVar("T")
@@ -33,12 +35,15 @@ def progress(iterable: Iterable[T], desc: str, total: int | None = None) -> Iter
     In a notebook the bar is a widget that turns into ``"<desc>: <n> steps in <s> s"`` when the
     loop ends; elsewhere it is tqdm's text bar, cleared at the end. Use it directly in a ``for``
     loop: the summary is written when the generator finishes or is closed (a ``break`` closes it
-    as soon as the loop lets go of it).
+    as soon as the loop lets go of it). At each step torch's thread count follows the load of the
+    other programs on the machine (:func:`helpers.cpu.share_cores`).
     """
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)
     if not _in_notebook():
-        yield from text_tqdm(iterable, desc=desc, total=total, leave=False)
+        for item in text_tqdm(iterable, desc=desc, total=total, leave=False):
+            share_cores()
+            yield item
         return
     from IPython.display import display
     from tqdm.notebook import tqdm as widget_tqdm
@@ -49,6 +54,7 @@ def progress(iterable: Iterable[T], desc: str, total: int | None = None) -> Iter
     try:
         for item in bar:
             steps += 1
+            share_cores()  # torch's threads follow the other programs' load (helpers.cpu)
             yield item
     finally:
         bar.close()

@@ -123,6 +123,82 @@ PRETRAINING = [
 ]
 
 
+# --------------------------------------------------------------------------------------- attention_foundations
+ATTENTION_FOUNDATIONS_READ = r"""
+from helpers.attention_foundations import UPPER, greedy_decode, make_batch
+
+_text = "I am a stuDent of deep Nets"  # the sentence of the alignment plot
+_ids, _weights = greedy_decode(models["attention"], make_batch([(UPPER, _text, _text.upper())]))
+_rows = _weights[0, :len(_text)]  # (characters, source): output character t, source position 0 is the task token
+_next = torch.arange(len(_text)) + 1
+EVIDENCE = {
+    "accuracy": {name: {str(length): round(float(share), 3) for length, share in scores.items()} for name, scores in accuracy.items()},
+    "alignment_written": VOCAB.decode(_ids[0]),
+    "alignment_rows_peaking_on_t_plus_1": int((_rows.argmax(-1) == _next).sum()),
+    "alignment_rows": len(_text),
+    "alignment_weight_on_t_plus_1": [round(float(w), 3) for w in _rows[torch.arange(len(_text)), _next]],
+}
+"""
+
+
+def _median(values: list) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+ATTENTION_FOUNDATIONS = [
+    Claim("Q3c", "the bottleneck model gets some 5-character sentences right (over 10%) and falls with length",
+          lambda e: e["accuracy"]["bottleneck"]["5"] > 0.1 and e["accuracy"]["bottleneck"]["5"] > e["accuracy"]["bottleneck"]["10"]),
+    Claim("Q3c", "... and none or almost none (at most 2%) from 15 characters on",
+          lambda e: max(v for k, v in e["accuracy"]["bottleneck"].items() if int(k) >= 15) <= 0.02),
+    Claim("Q3c", "the attention model stays at 90% or more at every length up to 30",
+          lambda e: min(e["accuracy"]["attention"].values()) >= 0.9),
+    Claim("Q3d", "in the alignment plot every output character but at most two peaks on source position t + 1",
+          lambda e: e["alignment_rows_peaking_on_t_plus_1"] >= e["alignment_rows"] - 2),
+    Claim("Q3d", "the weight on that position is mostly 0.4 to 0.8 (median in that range)",
+          lambda e: 0.4 <= _median(e["alignment_weight_on_t_plus_1"]) <= 0.8),
+]
+
+
+# --------------------------------------------------------------------------------------- autoencoders
+AUTOENCODERS_READ = r"""
+def _mean(dataset, kind, variant, k):
+    shares = grid.accuracies(dataset, kind, variant).get(k)
+    return None if shares is None else round(sum(shares) / len(shares), 4)
+
+EVIDENCE = {
+    "probe": {f"{d} {kind} {variant} {k}": _mean(d, kind, variant, k) for d in ("synthetic", "MNIST")
+              for kind in ("linear", "nonlinear") for variant in ("vanilla", "denoising", "masked") for k in ks},
+    "raw": {d: round(grid.baselines[d]["raw"], 4) for d in ("synthetic", "MNIST")},
+    "pca": {d: {str(k): round(v, 4) for k, v in grid.baselines[d]["pca"].items()} for d in ("synthetic", "MNIST")},
+    "smallest_cosine_k10": round(float(cosines.min()), 6),  # the cell's last k
+}
+"""
+
+
+def _probe(e: dict, dataset: str, kind: str, variant: str, k: int) -> float:
+    return e["probe"][f"{dataset} {kind} {variant} {k}"]
+
+
+AUTOENCODERS = [
+    Claim("Q5", "synthetic: every autoencoder gains from k = 5 to k = 100",
+          lambda e: all(_probe(e, "synthetic", kind, v, 5) < _probe(e, "synthetic", kind, v, 100)
+                        for kind in ("linear", "nonlinear") for v in ("vanilla", "denoising", "masked"))),
+    Claim("Q5", "synthetic: at k = 100 every autoencoder is within 4 points of the raw input",
+          lambda e: all(abs(_probe(e, "synthetic", kind, v, 100) - e["raw"]["synthetic"]) <= 0.04
+                        for kind in ("linear", "nonlinear") for v in ("vanilla", "denoising", "masked"))),
+    Claim("Q5", "MNIST: at k = 5 every ReLU autoencoder beats PCA",
+          lambda e: all(_probe(e, "MNIST", "nonlinear", v, 5) > e["pca"]["MNIST"]["5"] for v in ("vanilla", "denoising", "masked"))),
+    Claim("Q5", "MNIST: at k = 100 the denoising ReLU autoencoder beats the vanilla one and the raw pixels",
+          lambda e: _probe(e, "MNIST", "nonlinear", "denoising", 100) > max(_probe(e, "MNIST", "nonlinear", "vanilla", 100), e["raw"]["MNIST"])),
+    Claim("Q6b", "the converged linear autoencoder's smallest cosine is above 0.99 (k = 10)",
+          lambda e: e["smallest_cosine_k10"] > 0.99),
+    Claim("Q6b", "MNIST: the grid's linear autoencoders are within 3 points of PCA at k = 5 and 10",
+          lambda e: all(abs(_probe(e, "MNIST", "linear", v, k) - e["pca"]["MNIST"][str(k)]) <= 0.03
+                        for v in ("vanilla", "denoising", "masked") for k in (5, 10))),
+]
+
+
 @dataclass(frozen=True)
 class Notebook:
     read: str  # code run in the kernel after the notebook's cells; it binds EVIDENCE
@@ -133,6 +209,10 @@ class Notebook:
 
 
 QUESTIONS = {
+    "attention_foundations": Notebook(ATTENTION_FOUNDATIONS_READ, ATTENTION_FOUNDATIONS,
+                                      default_seeds=(("lr=lr, name=name)", "lr=lr, name=name, seed={seed})"),)),
+    "autoencoders": Notebook(AUTOENCODERS_READ, AUTOENCODERS,
+                             default_seeds=(("quick=[0], grading=[0])", "quick=[{seed}], grading=[0])"),)),
     "summarization": Notebook(SUMMARIZATION_READ, SUMMARIZATION, _before_the_performer,
                               default_seeds=(("sequence_loss, **schedule)", "sequence_loss, **schedule, seed={seed})"),)),
     "pretraining": Notebook(PRETRAINING_READ, PRETRAINING,
@@ -237,4 +317,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # threads fixed as each run asks: a notebook kernel would follow the load
     main()

@@ -6,10 +6,11 @@ program (a browser tab, a video call, a second kernel) a full team fights it for
 training ran 10-20x slower here. OpenMP's passive policy (idle threads sleep) fixes the busy case
 but made an idle machine 1.4-1.9x slower (``benchmarks/threads.py``).
 
-So a notebook's kernel keeps torch's default waiting and follows the load instead: the long loops
+So a notebook's kernel keeps torch's default waiting and follows the load instead. The long loops
 (:func:`helpers.progress`, which every training and timing loop goes through) call
-:func:`share_cores` at each step, which every half second or more measures how much CPU the
-*other* programs used and gives torch one thread fewer per busy program (at least one). A team
+:func:`share_cores` at each step, and the kernel calls it before each cell (for a student's own
+loop). Every half second or more it measures how much CPU the *other* programs used and gives
+torch one thread fewer per busy program (at least one). A team
 no larger than the free cores never waits for a thread the neighbour pushed off its core. The
 thread count changes only between steps, from the kernel's main thread, where torch allows it.
 
@@ -30,7 +31,7 @@ import time
 
 from .core.contract import WAIT_POLICY, WAIT_POLICY_ENV
 
-__all__ = ["threading_policy", "share_cores", "threads_for", "WAIT_POLICY", "WAIT_POLICY_ENV"]
+__all__ = ["threading_policy", "share_cores", "follow_the_load", "threads_for", "WAIT_POLICY", "WAIT_POLICY_ENV"]
 
 #: Seconds between two measurements of the load: long enough to read it (the clocks tick every
 #: 10 ms), short enough that a neighbour that starts costs at most a moment of spinning.
@@ -113,6 +114,25 @@ class _LoadFollower:
 
 
 _FOLLOWER = _LoadFollower() if _POLICY == "adaptive" else None
+
+
+def _before_each_cell(*_info) -> None:
+    share_cores()
+
+
+if _FOLLOWER is not None:  # a cell's own loop (a student's training loop) starts with the threads the load allows
+    from IPython import get_ipython
+
+    if get_ipython() is not None:
+        get_ipython().events.register("pre_run_cell", _before_each_cell)
+
+
+def follow_the_load() -> None:
+    """Make this process follow the load as a notebook's kernel does (a script or a benchmark that
+    wants the notebooks' behaviour); it keeps whatever wait policy torch loaded with."""
+    global _FOLLOWER, _POLICY
+    if _FOLLOWER is None:
+        _FOLLOWER, _POLICY = _LoadFollower(), "adaptive"
 
 
 def share_cores() -> int | None:

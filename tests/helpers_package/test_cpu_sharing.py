@@ -15,17 +15,18 @@ from helpers.cpu import WAIT_POLICY_ENV, threads_for
 LAYOUT = Layout.find()
 
 
-def _run_in_fresh_kernel(source: str, tmp_path) -> list[str]:
-    """The text outputs of one cell run in a new kernel started without a wait policy, as a
-    student's JupyterLab would start it."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+def _run_in_fresh_kernel(source: str | list[str], tmp_path) -> list[str]:
+    """The text outputs of the last of these cells, run in a new kernel started without a wait
+    policy, as a student's JupyterLab would start it."""
+    sources = [source] if isinstance(source, str) else source
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in sources])
     saved = os.environ.pop(WAIT_POLICY_ENV, None)
     try:
         NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
         if saved is not None:
             os.environ[WAIT_POLICY_ENV] = saved
-    return [out.get("text", "") for out in nb.cells[0].outputs if out.output_type == "stream"]
+    return [out.get("text", "") for out in nb.cells[-1].outputs if out.output_type == "stream"]
 
 
 PROBE = ("import helpers, os, torch\n"
@@ -79,6 +80,20 @@ def test_a_real_kernel_gives_a_busy_neighbour_a_core_and_takes_it_back(tmp_path)
     cores = len(os.sched_getaffinity(0))
     printed = "".join(_run_in_fresh_kernel(FOLLOWS_THE_LOAD, tmp_path)).split()
     assert printed[-6:] == ["busy", str(cores), str(cores - 1), "idle", str(cores)], printed[-6:]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: there is no thread to give up")
+def test_a_cell_starts_with_the_threads_the_load_allows(tmp_path):
+    """A student's own training loop does not go through helpers.progress: the kernel sets the
+    threads before each cell."""
+    cores = len(os.sched_getaffinity(0))
+    printed = "".join(_run_in_fresh_kernel([
+        "import subprocess, sys, time, helpers, torch\n"
+        "neighbour = subprocess.Popen([sys.executable, '-c', 'import time\\ne = time.monotonic() + 60\\nwhile time.monotonic() < e: pass'])",
+        "time.sleep(2)",  # the kernel waits while the neighbour works
+        "print('threads', torch.get_num_threads()); neighbour.kill(); neighbour.wait()",
+    ], tmp_path))
+    assert printed.split() == ["threads", str(cores - 1)]
 
 
 @pytest.mark.parametrize("others, cores, threads", [

@@ -87,21 +87,31 @@ def training_seconds(nb) -> float:
     return sum(_seconds(cell) for cell in _sized_cells(nb))
 
 
-def run_as_a_student(slug: str, setting: str, spin: bool = False) -> tuple[float, float]:
-    """(whole notebook, training) seconds of the solved notebook in a kernel whose environment has
-    no thread settings, as a student's JupyterLab would start it (the kernel then follows the load,
-    ``helpers.cpu``). ``spin``: torch's default threads held fixed instead (an empty
-    ``OMP_WAIT_POLICY``: ``helpers`` keeps a policy the environment names, and OpenMP reads an empty
-    one as unset), the baseline for the idle run's cost."""
+#: A last cell that prints how many of the kernel's load measurements chose each thread count.
+THREADS_MARK = "THREAD CHOICES "
+READ_THREAD_CHOICES = f"import helpers.cpu, json\nprint({THREADS_MARK!r} + json.dumps(helpers.cpu.thread_choices()))"
+
+
+def run_as_a_student(slug: str, setting: str, spin: bool = False) -> tuple[float, float, dict]:
+    """(whole notebook seconds, training seconds, {threads: times chosen}) of the solved notebook in a
+    kernel whose environment has no thread settings, as a student's JupyterLab would start it (the
+    kernel then follows the load, ``helpers.cpu``). ``spin``: torch's default threads held fixed
+    instead (an empty ``OMP_WAIT_POLICY``: ``helpers`` keeps a policy the environment names, and
+    OpenMP reads an empty one as unset), the baseline for the idle run's cost."""
+    import nbformat
+
     saved = {key: os.environ.pop(key) for key in THREAD_SETTINGS if key in os.environ}
     if spin:
         os.environ["OMP_WAIT_POLICY"] = ""
     try:
-        seconds, nb = run_solved_notebook(slug, setting)
+        seconds, nb = run_solved_notebook(slug, setting, edit=lambda cells: [*cells, nbformat.v4.new_code_cell(READ_THREAD_CHOICES)])
     finally:
         os.environ.pop("OMP_WAIT_POLICY", None)
         os.environ.update(saved)
-    return seconds, training_seconds(nb)
+    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
+    choices = json.loads(printed.split(THREADS_MARK, 1)[1].splitlines()[0])
+    nb.cells = nb.cells[:-1]
+    return seconds, training_seconds(nb), choices
 
 
 def record(slug: str, setting: str, figures_of_run: dict) -> dict:
@@ -118,8 +128,13 @@ def measure_idle(slug: str, setting: str) -> dict:
     """The idle run alone: what a notebook's stated times come from."""
     print(f"{slug}, {setting} setting, {len(os.sched_getaffinity(0))} cores: idle run ...", flush=True)
     idle = run_as_a_student(slug, setting)
-    print(f"  idle: notebook {idle[0]:.0f} s, training {idle[1]:.0f} s", flush=True)
-    return record(slug, setting, {"notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1)})
+    print(f"  idle: notebook {idle[0]:.0f} s, training {idle[1]:.0f} s; threads chosen {_choices(idle[2])}", flush=True)
+    return record(slug, setting, {"notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1),
+                                  "thread_choices": {"idle": idle[2]}})
+
+
+def _choices(chosen: dict) -> str:
+    return ", ".join(f"{threads} thread{'s' * (int(threads) != 1)} x{times}" for threads, times in sorted(chosen.items())) or "none"
 
 
 def duration(seconds: float) -> str:
@@ -207,11 +222,13 @@ def compare(slug: str, setting: str, spin_baseline: bool = False) -> dict:
     print(f"{'training cells (s)':22}{idle[1]:9.0f}{busy[1]:9.0f}{busy[1] / max(idle[1], 1e-9):11.2f}")
     if spin:
         print(f"{'idle, default waiting':22}{spin[0]:9.0f}{'':9}{idle[0] / spin[0]:11.2f}  (notebooks' / fixed default, idle)")
+    print(f"threads the kernel chose (times): idle {_choices(idle[2])}; busy {_choices(busy[2])}")
     print(f"target: busy within {TARGET_RATIO}x of idle: {'met' if ratio <= TARGET_RATIO else 'NOT met'}")
     return record(slug, setting, {
         "notebook_seconds": round(idle[0], 1), "training_seconds": round(idle[1], 1),
         "busy_notebook_seconds": round(busy[0], 1), "busy_training_seconds": round(busy[1], 1),
         **({"default_wait_notebook_seconds": round(spin[0], 1)} if spin else {}),
+        "thread_choices": {"idle": idle[2], "busy": busy[2]},
     })
 
 

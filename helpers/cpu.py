@@ -28,10 +28,12 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 
 from .core.contract import WAIT_POLICY, WAIT_POLICY_ENV
 
-__all__ = ["threading_policy", "share_cores", "follow_the_load", "threads_for", "WAIT_POLICY", "WAIT_POLICY_ENV"]
+__all__ = ["threading_policy", "share_cores", "follow_the_load", "thread_choices", "threads_for", "WAIT_POLICY",
+           "WAIT_POLICY_ENV"]
 
 #: Seconds between two measurements of the load: long enough to read it (the clocks tick every
 #: 10 ms), short enough that a neighbour that starts costs at most a moment of spinning.
@@ -85,7 +87,10 @@ class _LoadFollower:
 
     def __init__(self):
         self.cores = _cores()
-        self.last = None  # (wall, every program's busy CPU seconds, this process's CPU seconds)
+        # (wall, every program's busy CPU seconds, this process's CPU seconds), from now: the first
+        # cell after ``import helpers`` already starts with the threads the load allows
+        self.last = self._reading()
+        self.choices = Counter()  # threads chosen -> how many measurements chose them
 
     @staticmethod
     def _reading():
@@ -96,18 +101,16 @@ class _LoadFollower:
         return time.monotonic(), busy, time.process_time()
 
     def step(self) -> int | None:
-        now = time.monotonic()
-        if self.last is not None and now - self.last[0] < INTERVAL:
+        if time.monotonic() - self.last[0] < INTERVAL:
             return None
         reading = self._reading()
         last, self.last = self.last, reading
-        if last is None:
-            return None
         wall, busy, own = (b - a for a, b in zip(last, reading))
         others = max(0.0, (busy - own) / wall)
         import torch
 
         threads = threads_for(others, self.cores)
+        self.choices[threads] += 1
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
         return threads
@@ -133,6 +136,12 @@ def follow_the_load() -> None:
     global _FOLLOWER, _POLICY
     if _FOLLOWER is None:
         _FOLLOWER, _POLICY = _LoadFollower(), "adaptive"
+
+
+def thread_choices() -> dict[int, int]:
+    """How many of this kernel's load measurements chose each thread count (empty when the kernel
+    does not follow the load): on an idle machine every one should be the number of cores."""
+    return dict(sorted(_FOLLOWER.choices.items())) if _FOLLOWER is not None else {}
 
 
 def share_cores() -> int | None:

@@ -212,7 +212,8 @@ QUESTIONS = {
     "attention_foundations": Notebook(ATTENTION_FOUNDATIONS_READ, ATTENTION_FOUNDATIONS,
                                       default_seeds=(("lr=lr, name=name)", "lr=lr, name=name, seed={seed})"),)),
     "autoencoders": Notebook(AUTOENCODERS_READ, AUTOENCODERS,
-                             default_seeds=(("quick=[0], grading=[0])", "quick=[{seed}], grading=[0])"),)),
+                             default_seeds=(("quick=[0], grading=[0])", "quick=[{seed}], grading=[0])"),
+                                            ('run["seed"] == 0', 'run["seed"] == {seed}'))),  # the model kept for reconstructions
     "summarization": Notebook(SUMMARIZATION_READ, SUMMARIZATION, _before_the_performer,
                               default_seeds=(("sequence_loss, **schedule)", "sequence_loss, **schedule, seed={seed})"),)),
     "pretraining": Notebook(PRETRAINING_READ, PRETRAINING,

@@ -10,9 +10,9 @@ So a notebook's kernel keeps torch's default waiting and follows the load instea
 (:func:`helpers.progress`, which every training and timing loop goes through) call
 :func:`share_cores` at each step, and the kernel calls it before each cell (for a student's own
 loop). Every half second or more it measures how much CPU the *other* programs used and gives
-torch one thread fewer per busy program (at least one). A team
-no larger than the free cores never waits for a thread the neighbour pushed off its core. The
-thread count changes only between steps, from the kernel's main thread, where torch allows it.
+torch one thread fewer per busy program (at least one). A team no larger than the free cores never
+waits for a thread the neighbour pushed off its core. The thread count changes only between steps,
+from the kernel's main thread, where torch allows it.
 
 This works however the kernel was started (JupyterLab, ``jupyter notebook``, VS Code, conda) and in
 whatever order the imports ran, since it sets nothing before torch loads. Elsewhere:

@@ -25,10 +25,15 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: The machine's shared-memory folder: a tmpfs of a sandbox's own mounted there is memory, not disk.
+SHARED_MEMORY = "/dev/shm"
 #: File systems whose files are memory.
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "shm", "devtmpfs", "hugetlbfs"}
 #: A uid that owns more files than this in its folders is stopped (a scan of them must stay cheap).
 MAX_FILES = 20_000
+#: ... or folders nested deeper than this: the walk holds two descriptors a level, and a path past
+#: PATH_MAX must not hide a file (the walk goes by descriptor, never by path).
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -38,6 +43,7 @@ class Holdings:
     disk_mb: float = 0.0  # files on disk
     address_space_mb: float = 0.0  # the largest single process's virtual size (reported only)
     files: int = 0  # files and folders the uid owns in its folders
+    too_deep: bool = False  # some of them are nested deeper than MAX_DEPTH
     parts: dict[str, float] = field(default_factory=dict)  # memory_mb by kind, to say what a kill counted
 
 
@@ -144,7 +150,8 @@ class Meter:
         held = Holdings(processes=len(pids))
         objects: dict[tuple[int, int], int] = {}  # (device, inode) -> bytes, memory
         disk: dict[tuple[int, int], int] = {}
-        sandbox_mounts: dict[int, int] = {}  # bubblewrap's own tmpfs: device -> bytes used
+        sandbox_mounts: dict[int, int] = {}  # the sandbox's own tmpfs: device -> bytes used
+        shared_memory_mounts: set[int] = set()  # ... those over /dev/shm (memory only, not disk)
         pages = 0
         for pid in pids:
             pages += _private_pages_kb(pid) if exact else _resident_kb(pid)
@@ -154,12 +161,14 @@ class Meter:
                     objects[(dev, ino)] = size
                 elif deleted:  # a named file on disk is the uid's (counted below) or not its writing at all
                     disk[(dev, ino)] = size
-            for dev, used in self._own_tmpfs(pid).items():
+            for dev, (used, point) in self._own_tmpfs(pid).items():
                 sandbox_mounts[dev] = used
+                if point == SHARED_MEMORY:
+                    shared_memory_mounts.add(dev)
         if self.uid is None and pids:  # bubblewrap: its own IPC namespace, whoever it runs as
             objects.update(_sysv_bytes_of_namespace(pids[-1]))
         if self.uid is not None:
-            owned = self._owned_files()
+            owned, held.too_deep = self._owned_files()
             held.files = len(owned)
             for (dev, ino), size in owned.items():
                 (objects if self.in_memory(dev) else disk)[(dev, ino)] = size
@@ -170,11 +179,13 @@ class Meter:
         held.parts = {"process pages": pages / 1024, "shared-memory objects and files": sum(objects.values()) / (1 << 20),
                       "the sandbox's in-memory folders": sum(sandbox_mounts.values()) / (1 << 20)}
         held.memory_mb = sum(held.parts.values())
-        held.disk_mb = (sum(disk.values()) + sum(sandbox_mounts.values())) / (1 << 20)
+        on_disk = sum(used for dev, used in sandbox_mounts.items() if dev not in shared_memory_mounts)
+        held.disk_mb = (sum(disk.values()) + on_disk) / (1 << 20)
         return held
 
-    def _own_tmpfs(self, pid: int) -> dict[int, int]:
-        """Space used on the in-memory file systems mounted in ``pid``'s mount namespace only."""
+    def _own_tmpfs(self, pid: int) -> dict[int, tuple[int, str]]:
+        """{device: (bytes used, mount point)} of the in-memory file systems mounted in ``pid``'s
+        mount namespace only."""
         used = {}
         for point, (dev, fstype) in _mounts(Path(f"/proc/{pid}/mountinfo")).items():
             if fstype in MEMORY_FILESYSTEMS and dev not in self.host_devices and dev not in used:
@@ -192,21 +203,69 @@ class Meter:
                     continue
                 finally:
                     os.close(fd)
-                used[dev] = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
+                used[dev] = ((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, point)
         return used
 
-    def _owned_files(self) -> dict[tuple[int, int], int]:
+    def _owned_files(self) -> tuple[dict[tuple[int, int], int], bool]:
         """Files and folders the uid owns in its folders (it can write nowhere else: the folders
-        are its own and every world-writable place of the machine), and everything inside them."""
+        are its own and every world-writable place of the machine), and everything inside them;
+        and whether any lie deeper than MAX_DEPTH."""
         found: dict[tuple[int, int], int] = {}
-        todo = list(self.folders)
-        while todo and len(found) <= MAX_FILES:
-            for entry, _, is_folder in owned_entries({self.uid}, [todo.pop()]):
+        too_deep = False
+        for folder in self.folders:
+            try:
+                top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            too_deep |= walk_owned(top, {self.uid}, found)
+        return found, too_deep
+
+
+def walk_owned(top: int, uids: set[int], found: dict[tuple[int, int], int]) -> bool:
+    """Add to ``found`` ({(device, inode): allocated bytes}) every file and folder below the folder
+    open as ``top`` that one of ``uids`` owns, entering only folders they own; by descriptor (no
+    path is ever built, so no length hides a file), depth first, stopping at MAX_FILES entries.
+    Closes ``top``. True if some folder lay deeper than MAX_DEPTH (not entered)."""
+    too_deep = False
+    try:
+        stack = [(top, os.scandir(top))]
+    except OSError:
+        os.close(top)
+        return False
+    try:
+        while stack and len(found) <= MAX_FILES:
+            fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(fd)
+                stack.pop()
+                continue
+            try:
                 st = entry.stat(follow_symlinks=False)
-                found[(st.st_dev, st.st_ino)] = st.st_blocks * 512
-                if is_folder:
-                    todo.append(Path(entry.path))
-        return found
+            except OSError:
+                continue
+            if st.st_uid not in uids:
+                continue
+            found[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if len(stack) > MAX_DEPTH:
+                too_deep = True
+                continue
+            try:
+                child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                stack.append((child, os.scandir(child)))
+            except OSError:
+                os.close(child)
+    finally:
+        for fd, entries in stack:
+            entries.close()
+            os.close(fd)
+    return too_deep
 
 
 def owned_entries(uids, places: list[Path]):
@@ -265,14 +324,16 @@ def _open_and_mapped_files(pid: int):
         fds = []
     for fd in fds:
         try:
-            target = os.readlink(f"{fd_dir}/{fd}")
-            if not target.startswith("/"):
-                continue  # pipes, sockets, anonymous inodes
             st = os.stat(f"{fd_dir}/{fd}")
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode):
-            yield st.st_dev, st.st_ino, st.st_blocks * 512, target.endswith(" (deleted)")
+        if not stat.S_ISREG(st.st_mode):
+            continue  # pipes, sockets, anonymous inodes
+        try:
+            deleted = os.readlink(f"{fd_dir}/{fd}").endswith(" (deleted)")
+        except OSError:  # a path past PATH_MAX has no link text: the inode still says
+            deleted = st.st_nlink == 0
+        yield st.st_dev, st.st_ino, st.st_blocks * 512, deleted
     try:
         maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:

@@ -4,18 +4,20 @@ A test with points passes only if it ran without raising and every golden value 
 was collected exactly once and is judged close (or in range) by :func:`helpers.core.golden.judge`;
 the golden values, tolerances and points come from the autograder zip and never enter the sandbox,
 so patching anything inside the kernel (otter, helpers, numpy, torch) can change only the student's
-own values. Nothing a student sees quotes a hidden test: an error shows as its exception's name.
+own values. Nothing a student sees quotes a hidden test: what of the sandbox's words may be shown
+is :mod:`autograder.quoting`'s rule.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from helpers.core.golden import judge
 
 from .autograder_zip import Autograder
-from .protocol import CELLS_DONE, DONE, RUNNER_ERROR, TEST
+from .holdings import MAX_DEPTH, MAX_FILES
+from .protocol import CELLS_DONE, DONE, MAX_VALUE_LINE_BYTES, MAX_VALUES_BYTES, RUNNER_ERROR, TEST
+from .quoting import UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test
 from .sandbox import SandboxLimits, SandboxRun
 
 #: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
@@ -25,8 +27,11 @@ MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memor
 
 def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> dict:
     """Status, message and per-question scores from what the sandbox reported."""
-    tests = [m for m in run.messages if m.get("event") == TEST]
+    reported = [m for m in run.messages if m.get("event") == TEST]
+    tests, unknown = known_outcomes(reported, {c["test"] for cases in autograder.tests.values() for c in cases})
     questions, tampering = score(autograder, tests)
+    if unknown:  # never named: a kernel can print any test name, a hidden test's source included
+        tampering.insert(0, f"the sandbox reported {unknown} outcome(s) of tests this assignment does not have")
     if run.leftovers:  # something of the sandbox outlived the kill: what it reported is not judged
         for detail in questions.values():
             detail["score"] = 0
@@ -36,7 +41,8 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> d
     short_of_memory = next((m for m in tests if _out_of_memory(m.get("error"))), None)
     if status == "ok" and short_of_memory:  # points lost to memory are never a silent "ok"
         where = f"the test {short_of_memory['test']}" if short_of_memory.get("test") else \
-            f"the tests of {short_of_memory.get('question')}"
+            f"the tests of {short_of_memory['question']}" if short_of_memory.get("question") in autograder.tests \
+            else "a test"
         status, message = "memory", f"{where} ran out of memory ({exception_name(short_of_memory['error'])})"
     if run.output_dropped and status == "ok":
         message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
@@ -61,15 +67,17 @@ def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()
     if run.killed_for == "processes":
         return "error", f"started more than {limits.processes} processes at once; stopped"
     if run.killed_for == "disk":
-        return "error", f"wrote more than {limits.disk_mb} MB of files (all its files together); stopped"
+        what = {"files": f"more than {MAX_FILES} files", "depth": f"folders nested deeper than {MAX_DEPTH}"}
+        return "error", f"wrote {what.get(run.disk_cause, f'more than {limits.disk_mb} MB of files')} (all its files together); stopped"
     if run.channel_overflow or tampering:
         return "tampered", "; ".join(tampering) or "the sandbox sent more results than any test makes"
     if cells and cells.get("kernel_died"):
-        return "error", cells["kernel_died"]
-    if cells and cells.get("first_error"):
+        return "error", excerpt(cells["kernel_died"], "evalue")  # the runner's words and the cell's first line
+    if cells and isinstance(cells.get("first_error"), dict):  # the student's own error, before any test went in
         err = cells["first_error"]
-        text = f"{err['ename']}: {err['evalue']}"
-        return ("memory" if _out_of_memory(text) else "error"), f"the cell starting {err['cell']!r} raised {text}"
+        text = f"{excerpt(err.get('ename'), 'ename')}: {excerpt(err.get('evalue'), 'evalue')}"
+        return (("memory" if _out_of_memory(text) else "error"),
+                f"the cell starting {excerpt(err.get('cell'), 'cell')!r} raised {text}")
     if DONE not in events:
         runner_error = next((m["error"] for m in run.messages if m.get("event") == RUNNER_ERROR), "")
         if runner_error:  # its type only: the text may quote a hidden test
@@ -81,28 +89,6 @@ def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()
     return "ok", ""
 
 
-#: Exception names a hidden test's feedback may show: Python's own, and the golden judge's.
-KNOWN_EXCEPTIONS = {name for name, value in vars(__import__("builtins")).items()
-                    if isinstance(value, type) and issubclass(value, BaseException)} | {"GoldenMismatch"}
-
-
-#: The runner's own words (the test driver's, for a missing function), which may be shown whole.
-RUNNER_WORDS = re.compile(r"the notebook does not define \w+(, \w+){0,5}|the test file reported nothing|"
-                          r"the notebook's kernel (died|was killed by signal \d+ \(\w+\)|exited with code -?\d+ "
-                          r"\(os\._exit or a crash in a cell\?\)) during the tests")
-
-
-def exception_name(error: str) -> str:
-    """What a status or a test's feedback may say of an error raised in the sandbox after the tests
-    went in: the exception's name if it is a standard one, never its text (a notebook can put
-    anything there, the tests' source included). The public checks in the notebook say more."""
-    text = str(error)
-    if RUNNER_WORDS.fullmatch(text):
-        return text
-    name = text.split(":", 1)[0].strip().rsplit(".", 1)[-1]
-    return name if name in KNOWN_EXCEPTIONS else "an exception"
-
-
 def _out_of_memory(error) -> bool:
     return isinstance(error, str) and any(marker in error for marker in MEMORY_MARKERS)
 
@@ -110,7 +96,9 @@ def _out_of_memory(error) -> bool:
 def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
     """Per-question scores, judged here from the collected values; plus any signs of tampering."""
     outcomes = {m["test"]: m for m in tests if m.get("test")}
-    file_errors = {m["question"]: m["error"] for m in tests if not m.get("test")}
+    file_errors = {m["question"]: m.get("error") for m in tests
+                   if not m.get("test") and isinstance(m.get("question"), str) and m["question"] in autograder.tests}
+    parameters = parameters_by_test(autograder.sources)
     collected: dict[str, list] = {}
     for m in tests:
         for line in m.get("values") or []:
@@ -137,7 +125,7 @@ def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
                 error = outcome.get("error") or "an error"
                 # the name only, for public tests too: a test file holds public and hidden tests,
                 # and a notebook can put their source into the text of any exception it raises
-                problems.append(f"raised {exception_name(error)}")
+                problems.append(f"raised {exception_name(error, parameters.get(case['test'], frozenset()))}")
             if case["hidden"]:
                 for key in keys_of.get(case["test"], []):
                     got = collected.get(key, [])
@@ -158,8 +146,11 @@ def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
 
 
 def _judged(key: str, spec: dict, line: dict) -> str | None:
-    if "error" in line:
-        return f"{key}: {line['error']}"[:300]
+    if "error" in line:  # written by the kernel: never quoted
+        return f"{key}: {UNREADABLE_VALUE}"
+    if "refused" in line:  # the runner read no further than the key
+        return (f"{key}: the value was over {MAX_VALUE_LINE_BYTES >> 20} MiB as collected (or past the "
+                f"{MAX_VALUES_BYTES >> 20} MiB of all values together) and was not read: check its shape")
     try:
         message = judge(spec, line["value"])
     except Exception:  # a malformed record is a wrong value, never a crash of the grader

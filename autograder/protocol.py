@@ -35,6 +35,13 @@ ASSETS_ENV = "COURSE_ASSETS_DIR"
 #: Paths as bubblewrap binds them (POSIX separation shares host folders instead: see the env above).
 SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib", "/grading/assets",
                                                                     "/grading/submission", "/grading/models")
+#: Caps on what the runner passes on from the kernel: a test name it printed, one outbox line and all
+#: outbox lines together. The largest honest record of the seven assignments is 68 KB (rotary/q) and
+#: the largest assignment's records 227 KB together (summarization): both caps leave room for float64.
+MAX_TEST_NAME_CHARS = 120
+MAX_VALUE_LINE_BYTES = 1 << 20
+MAX_VALUES_BYTES = 8 << 20
+
 #: The files of the library the grader copies in: the runner, this module, the contract.
 RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
 
@@ -93,6 +100,7 @@ class Notebook:
 '''
 
 __all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
-           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV", "SANDBOX_MODELS", "NOTEBOOK",
+           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV", "MAX_TEST_NAME_CHARS", "MAX_VALUE_LINE_BYTES",
+           "MAX_VALUES_BYTES", "SANDBOX_MODELS", "NOTEBOOK",
            "NOTEBOOK_FILE", "OTTER_STAND_IN", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
            "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "job", "sandbox_environment", "thread_settings"]

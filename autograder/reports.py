@@ -11,6 +11,8 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .quoting import spreadsheet_safe
+
 #: What a grading run records beside its results (``course report`` reads it): where the
 #: submissions are, the limits, the seal and the date. ``RUN_FORMAT`` changes when its meaning does.
 RUN_FILE = "run.json"
@@ -34,10 +36,10 @@ def write_reports(rows: list[dict], out: Path) -> None:
     table = io.StringIO()
     writer = csv.writer(table)
     writer.writerow(["submission", "assignment", "status", *questions, "total", "possible", "seconds", "message"])
-    for row in rows:
-        writer.writerow([row["submission"], row["assignment"], row["status"],
-                         *(row["scores"].get(q, "") for q in questions),
-                         row["total"], row["possible"], row["seconds"], row["message"]])
+    for row in rows:  # a file may be named "=HYPERLINK(...).ipynb": no cell is a formula
+        writer.writerow([spreadsheet_safe(cell) for cell in (
+            row["submission"], row["assignment"], row["status"], *(row["scores"].get(q, "") for q in questions),
+            row["total"], row["possible"], row["seconds"], row["message"])])
     write_atomically(out / "results.csv", table.getvalue())
     summary = [{k: v for k, v in row.items() if k != "questions"} for row in rows]
     write_atomically(out / "results.json", json.dumps(summary, indent=1))

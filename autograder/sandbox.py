@@ -33,15 +33,18 @@ waits on a pipe only the grader can write to and kills every process of the sand
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cgroups import CgroupHome, RunGroup, find_home
 from .holdings import MAX_FILES, Meter, alive, descendants
 from .protocol import CHANNEL_ENV, LIFELINE_ENV
 from .streams import Drain, Lines, Replies
@@ -53,6 +56,11 @@ POLL_SECONDS = 0.1
 #: cost tens of milliseconds per process, most of a core at every poll).
 EXACT_EVERY = 10
 THREADS_PER_PROCESS = 8
+#: Descriptors each process may hold open (RLIMIT_NOFILE): a kernel with torch and transformers holds
+#: about 60; each descriptor is a socket whose queue can hold megabytes, or a file in flight.
+OPEN_FILES = 256
+#: Tasks a run's control group may hold beyond its processes' threads: bwrap, its reaper, the launcher.
+GROUP_TASK_SLACK = 16
 #: Runs first in every sandbox: a background shell closes its copy of the grader's channel (only the
 #: runner may hold it), blocks on the lifeline, which reaches end of file only once the grader's
 #: write end is closed (the run ended, or the grader died), then kills every process of the sandbox;
@@ -108,6 +116,7 @@ class SandboxRun:
     peak_disk_mb: float = 0.0
     peak_address_space_mb: float = 0.0  # the largest single process's virtual size
     memory_parts: dict[str, float] = field(default_factory=dict)  # a memory kill: MB by kind, what it counted
+    disk_cause: str = "size"  # a disk kill: "size", "files" (more than MAX_FILES) or "depth" (past MAX_DEPTH)
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)  # what could not be removed after the run
 
@@ -169,6 +178,25 @@ class Seal:
     python: Path
     staging: Path
     uids: UidPool | None = None  # a root grader's: a fresh uid per run
+    _groups: tuple[CgroupHome | None, str] | None = None  # found once per seal: find_home()
+    _group_names = itertools.count(1)
+    _active_lock = threading.Lock()
+    _active: set[int] = set()  # runs going on now, in this process (the machine-wide count needs one alone)
+    _starts = itertools.count(1)
+
+    @property
+    def cgroups(self) -> CgroupHome | None:
+        """Where each run gets a control group of its own (None: the meter counts alone)."""
+        if self._groups is None:
+            self._groups = find_home()
+            if self._groups[0] is not None:
+                self._groups[0].remove_stale()
+        return self._groups[0]
+
+    @property
+    def counting(self) -> str:
+        """How memory is counted here, for the log and the results."""
+        return "kernel-counted memory" if self.cgroups is not None else "memory counted from /proc"
 
     @contextmanager
     def lease(self):
@@ -225,12 +253,16 @@ class Seal:
         ``HOME`` and ``TMPDIR`` are the sandbox's own (a private, writable working and temp folder).
         """
         result = SandboxRun()
+        group = self._new_group(limits)
         place = self._place(uid, limits)
         channel_r, channel_w = os.pipe()
         lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
         env = {**env, "HOME": place.home, "TMPDIR": place.tmp, CHANNEL_ENV: str(channel_w), LIFELINE_ENV: str(lifeline_r)}
         command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
+        if group is not None:  # joined while still root, before anything of the run starts
+            command = [*group.join_command(), *command]
         meter = self._meter(uid, place)
+        machine = MachineMemory(self) if group is None else None
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -267,15 +299,33 @@ class Seal:
                 if held.memory_mb > limits.memory_mb:
                     result.killed_for, result.memory_parts = "memory", held.parts
                     break
-                if held.disk_mb > limits.disk_mb or held.files > MAX_FILES:
-                    result.killed_for = "disk"
+                if group is not None and group.oom_kills():  # the kernel stopped it at the limit
+                    result.killed_for, result.memory_parts = "memory", group.parts()
+                    break
+                unseen = machine.lost_mb() if machine else 0.0
+                if unseen > limits.memory_mb:
+                    result.killed_for, result.memory_parts = "memory", {MachineMemory.PART: unseen}
+                    break
+                cause = "size" if held.disk_mb > limits.disk_mb else "files" if held.files > MAX_FILES else \
+                    "depth" if held.too_deep else None
+                if cause:
+                    result.killed_for, result.disk_cause = "disk", cause
                     break
                 if held.processes > limits.processes + 3:  # + bwrap, its reaper and the lifeline watcher
                     result.killed_for = "processes"
                     break
                 time.sleep(POLL_SECONDS)
         finally:
+            if group is not None:
+                if result.killed_for is None and group.oom_kills():  # hit between two polls
+                    result.killed_for, result.memory_parts = "memory", group.parts()
+                left = group.kill()
             result.leftovers = self._finish(proc, uid, place)
+            if group is not None:
+                if left or not group.remove():
+                    result.leftovers.append("processes of its control group survived the kill")
+            if machine:
+                machine.close()
             os.close(lifeline_w)
             replies.stop()
         # every process that held the streams is gone; a reader still blocked is abandoned, not awaited
@@ -289,6 +339,12 @@ class Seal:
         result.seconds = time.perf_counter() - started
         return result
 
+    def _new_group(self, limits: SandboxLimits) -> RunGroup | None:
+        if self.cgroups is None:
+            return None
+        name = f"course-sandbox-{os.getpid()}-{next(self._group_names)}"
+        return self.cgroups.new_group(name, limits.memory_mb, limits.processes * THREADS_PER_PROCESS + GROUP_TASK_SLACK)
+
     def probe(self) -> None:
         """Start one trivial sandbox; raise SandboxUnavailable with the tools' own words if it cannot."""
         with self.lease() as uid:
@@ -297,6 +353,41 @@ class Seal:
         if not any(m.get("ok") for m in run.messages):
             raise SandboxUnavailable(f"{self.mode} could not start a sandbox here: "
                                      f"{run.output.strip()[-300:] or run.returncode}")
+
+
+class MachineMemory:
+    """Where no control group can be made: the memory the whole machine lost while a run went on
+    (``MemAvailable``), which counts what no /proc reading of the run shows (socket buffers, files in
+    flight over a socket). Only meaningful while this run is the grader's only one (Gradescope runs
+    one submission per container; ``--jobs 1``): with another run beside it, it says nothing."""
+
+    PART = "memory the machine lost while it ran (socket buffers, files in flight)"
+
+    def __init__(self, seal: "Seal"):
+        self.seal, self.start = seal, next(Seal._starts)
+        with Seal._active_lock:
+            self.alone = not Seal._active
+            Seal._active.add(self.start)
+        self.baseline = _available_mb()
+
+    def lost_mb(self) -> float:
+        with Seal._active_lock:
+            self.alone = self.alone and Seal._active == {self.start}
+        return max(self.baseline - _available_mb(), 0.0) if self.alone else 0.0
+
+    def close(self) -> None:
+        with Seal._active_lock:
+            Seal._active.discard(self.start)
+
+
+def _available_mb() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
 
 
 def _share(path: Path, mode: int, uid: int) -> None:

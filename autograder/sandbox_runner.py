@@ -25,16 +25,16 @@ from pathlib import Path
 try:  # copied into the sandbox beside its protocol (autograder.pool.runner_library)
     from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
                                  GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                 SUBMISSION_ENV, TEST)
+                                 SUBMISSION_ENV, TEST, MAX_TEST_NAME_CHARS, MAX_VALUE_LINE_BYTES, MAX_VALUES_BYTES)
 except ImportError:  # imported from the package (the tests read its driver)
     from autograder.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
                                      GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                     SUBMISSION_ENV, TEST)
+                                     SUBMISSION_ENV, TEST, MAX_TEST_NAME_CHARS, MAX_VALUE_LINE_BYTES,
+                                     MAX_VALUES_BYTES)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
 ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))
 OUTBOX = Path(tempfile.gettempdir()) / "course-outbox.jsonl"  # the sandbox's own temp folder
-MAX_VALUES_BYTES = 32 << 20
 MAX_NOTEBOOK_CHARS = 48 << 20  # an executed notebook sent back (the channel takes 64 MiB)
 MAX_ERROR_CHARS = 300
 PR_SET_DUMPABLE = 4
@@ -197,7 +197,9 @@ class Runner:
                     except ValueError:
                         continue
                     if isinstance(outcome, dict) and "test" in outcome:
-                        self.send({"event": TEST, "question": test_file["question"], "test": str(outcome["test"]),
+                        # a name the kernel printed: the grader shows only the names it knows
+                        self.send({"event": TEST, "question": test_file["question"],
+                                   "test": str(outcome["test"])[:MAX_TEST_NAME_CHARS],
                                    "passed": outcome.get("passed") is True, "error": short(outcome.get("error", "")),
                                    "values": self.new_values()})
                         reported = True
@@ -218,22 +220,70 @@ class Runner:
         return nb.cells[-1]
 
     def new_values(self) -> list:
-        """Values collected since the last call (malformed lines skipped, size capped)."""
-        try:
-            with open(OUTBOX, "rb") as f:
-                f.seek(self.outbox_position)
-                data = f.read(max(MAX_VALUES_BYTES - self.values_bytes, 0))
-        except OSError:
-            return []
-        self.outbox_position += len(data)
-        self.values_bytes += len(data)
+        """Values collected since the last call, each checked to be a record ``expect`` writes
+        (malformed lines skipped; a line over :data:`MAX_VALUE_LINE_BYTES`, or past the total cap,
+        becomes ``{"key", "refused"}``, read no further than its key), so the grader parses only
+        flat records of bounded size."""
         values = []
-        for line in data.splitlines():
-            try:
-                values.append(json.loads(line))
-            except ValueError:
-                continue
+        try:
+            f = open(OUTBOX, "rb")
+        except OSError:
+            return values
+        with f:
+            f.seek(self.outbox_position)
+            while True:
+                line = f.readline(MAX_VALUE_LINE_BYTES + 1)
+                if not line:
+                    break
+                size = len(line)
+                while not line.endswith(b"\n"):  # over the cap: skip to the end of the line unread
+                    rest = f.readline(1 << 20)
+                    if not rest:
+                        break
+                    size += len(rest)
+                    line = line[:MAX_VALUE_LINE_BYTES + 1] + rest[-1:]
+                self.outbox_position += size
+                self.values_bytes += size
+                if size > MAX_VALUE_LINE_BYTES or self.values_bytes > MAX_VALUES_BYTES:
+                    key = VALUE_KEY.match(line[:300])
+                    if key:
+                        values.append({"key": key.group(1).decode("utf-8", "replace"), "refused": size})
+                    continue
+                record = well_formed(line)
+                if record is not None:
+                    values.append(record)
         return values
+
+
+#: The key at the start of an outbox line (``expect`` writes it first), read without parsing the rest.
+VALUE_KEY = re.compile(rb'\{"key": "([\w.:/-]{1,200})"')
+#: How deep a record ``expect`` writes nests: {"value": {"items": [{"data": [...]}]}}.
+MAX_RECORD_DEPTH = 5
+
+
+def well_formed(line: bytes) -> dict | None:
+    """The outbox line as a record ``expect`` writes (``{"key", "value"}`` or ``{"key", "error"}``),
+    or None: anything nested deeper, or not of that form, is dropped here in the sandbox, where
+    parsing it costs the submission's memory and not the grader's."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(record, dict) and isinstance(record.get("key"), str) and set(record) in ({"key", "value"},
+                                                                                                  {"key", "error"})):
+        return None
+    return record if _depth(record) <= MAX_RECORD_DEPTH else None
+
+
+def _depth(value, level: int = 0) -> int:
+    if level > MAX_RECORD_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        # an array's data is a flat list of numbers: look at its first few items only when they nest
+        return max((_depth(v, level + 1) for v in value if isinstance(v, (dict, list))), default=level + 1)
+    return level
 
 
 def private_kernel_ports():

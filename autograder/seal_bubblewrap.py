@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .holdings import Meter, descendants, threads_of
-from .sandbox import (THREADS_PER_PROCESS, WORKDIR, SandboxLimits, SandboxUnavailable, _reachable_by_others,
+from .sandbox import (OPEN_FILES, THREADS_PER_PROCESS, WORKDIR, SandboxLimits, SandboxUnavailable, _reachable_by_others,
                       _RunPlace, Seal, address_space_backstop_mb, kill_tree)
 from .uids import kill_uid
 
@@ -109,7 +109,7 @@ class BubblewrapSeal(Seal):
         # fork flood, the watcher below the exact process limit. A shared uid starts from what it runs.
         nproc = limits.processes * THREADS_PER_PROCESS + (0 if self.as_root else threads_of(uid))
         limit = ["prlimit", f"--nproc={nproc}", f"--as={address_space_backstop_mb(limits.memory_mb) << 20}",
-                 "--core=0", "--"]
+                 f"--nofile={OPEN_FILES}", "--core=0", "--"]
         if not self.as_root:
             return [*limit, *args]
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]

@@ -27,8 +27,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .holdings import Meter, alive, descendants, processes_of
-from .sandbox import (THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
+from .holdings import SHARED_MEMORY, Meter, alive, descendants, processes_of
+from .sandbox import (OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
                       _root_may, _RunPlace, Seal, address_space_backstop_mb, kill_tree)
 from .uids import kill_uid
 
@@ -103,17 +103,36 @@ class PosixSeal(Seal):
                 limits: SandboxLimits, place: _RunPlace | None = None) -> list[str]:
         limit = ["prlimit", f"--nproc={limits.processes * THREADS_PER_PROCESS}",
                  f"--as={address_space_backstop_mb(limits.memory_mb) << 20}", f"--fsize={limits.disk_mb << 20}",
-                 "--msgqueue=0", "--core=0", "--"]
+                 f"--nofile={OPEN_FILES}", "--msgqueue=0", "--core=0", "--"]
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
                 "--inh-caps=-all", "--bounding-set=-all", "--"]
         covers = self._covers([*self.needed, *(Path(source) for source, _ in binds)], uid)
-        flags = (["--mount", "--propagation", "private"] if covers else []) + (["--net"] if self.no_network else [])
+        folders = self._memory_folders(uid, limits, place) if self.can_mount else []
+        flags = (["--mount", "--propagation", "private"] if covers or folders else []) + (["--net"] if self.no_network else [])
         if not flags:
             return [*limit, *drop, *argv]
         # umask 022: the folders made here must be passable by the uid whatever the grader's umask
-        script = "umask 022\n" + "".join(line + "\n" for line in covers) + ("ip link set lo up\n" if self.no_network else "")
+        script = "umask 022\n" + "".join(line + "\n" for line in covers + folders)
+        script += "ip link set lo up\n" if self.no_network else ""
         script += 'exec "$@"'
         return ["unshare", *flags, "--", "sh", "-ec", script, "sh", *limit, *drop, *argv]
+
+    @staticmethod
+    def _memory_folders(uid: int, limits: SandboxLimits, place: _RunPlace | None) -> list[str]:
+        """Shell lines that give the run, in its private mount namespace, in-memory folders of its own
+        with a size cap over its home, its temp folder and /dev/shm: the kernel stops a file there at the
+        disk limit, and the meter reads each one's use whole (no walk, however deep its folders)."""
+        import shlex
+
+        lines = []
+        if Path(SHARED_MEMORY).is_dir():  # memory, not disk: as large as the memory limit lets it be
+            lines.append(f"mount -t tmpfs -o size={limits.memory_mb << 20},mode=1777,nosuid,nodev course-shm {SHARED_MEMORY}")
+        for folder in ([place.home, place.tmp] if place else []):
+            lines.append(f"mount -t tmpfs -o size={limits.disk_mb << 20},mode=0700,uid={uid},gid={uid},nosuid,nodev "
+                         f"course-run {shlex.quote(folder)}")
+        if place:  # the launcher started in the folder below the mount: start the run in the mounted one
+            lines.append(f"cd {shlex.quote(place.cwd or place.home)}")
+        return lines
 
     def _covers(self, paths: list[Path], uid: int) -> list[str]:
         """Shell lines that, in a private mount namespace, show ``paths`` through the folders that

@@ -83,11 +83,14 @@ class Lines(threading.Thread):
     def run(self):
         try:
             with self.stream:
-                for line in self.stream:
+                # never more than what is left of the cap in memory at once, however long a line is
+                while line := self.stream.readline(max(self.cap - self.read_bytes, 0) + 1):
                     self.read_bytes += len(line)
                     if self.read_bytes > self.cap:
                         self.overflow = True
-                        continue  # keep draining so the writer never blocks
+                        while self.stream.read1(65536):  # keep draining so the writer never blocks
+                            pass
+                        break
                     try:
                         message = json.loads(line)
                     except ValueError:

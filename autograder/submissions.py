@@ -21,6 +21,11 @@ SUBMISSION_SUFFIXES = (".ipynb", ".zip")
 #: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
 SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
 MAX_NOTEBOOK_BYTES = 100 << 20
+#: A zip entry is inflated this much at a time; past ``RATIO_FREE_BYTES`` it may not inflate more
+#: than ``MAX_COMPRESSION_RATIO`` times its compressed size (real notebooks stay far below).
+ZIP_CHUNK_BYTES = 1 << 20
+RATIO_FREE_BYTES = 16 << 20
+MAX_COMPRESSION_RATIO = 200
 
 
 def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -53,7 +58,8 @@ def submission_id(path: Path, folder: Path) -> str:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:  # in chunks: an upload can be any size
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class InvalidSubmission(Exception):
@@ -99,7 +105,24 @@ def _notebook_in_zip(zf: zipfile.ZipFile) -> str:
     if names[0].file_size > MAX_NOTEBOOK_BYTES:
         raise InvalidSubmission(f"the notebook in the zip is {names[0].file_size >> 20} MB; at most "
                                 f"{MAX_NOTEBOOK_BYTES >> 20} MB is graded")
-    return zf.read(names[0]).decode("utf-8")
+    return _inflate(zf, names[0]).decode("utf-8")
+
+
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """An entry's bytes, inflated a chunk at a time, so that its header's sizes are not trusted:
+    a zip that claims a small entry and inflates to gigabytes stops at the notebook limit (or at an
+    implausible compression ratio) with a reason, never after root's memory has held it whole."""
+    data = bytearray()
+    with zf.open(info) as stream:
+        while chunk := stream.read(ZIP_CHUNK_BYTES):
+            data += chunk
+            if len(data) > MAX_NOTEBOOK_BYTES:
+                raise InvalidSubmission(f"the notebook in the zip inflates to more than {MAX_NOTEBOOK_BYTES >> 20} MB; "
+                                        f"at most {MAX_NOTEBOOK_BYTES >> 20} MB is graded")
+            if len(data) > RATIO_FREE_BYTES and len(data) > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+                raise InvalidSubmission(f"the notebook in the zip inflates more than {MAX_COMPRESSION_RATIO} times "
+                                        "(a zip bomb?); zip the notebook again with export_submission(grader)")
+    return bytes(data)
 
 
 def assignment_of(nb) -> str | None:

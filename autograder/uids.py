@@ -179,7 +179,12 @@ def remove_files_of(uid: int, places: list[Path]) -> None:
     folder of its own goes with that folder). Only after its processes are gone: nothing races it."""
     for entry, _, is_folder in owned_entries({uid}, places):
         if is_folder:
-            shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: it follows no link
+            try:
+                shutil.rmtree(entry.path, ignore_errors=True)  # fd-based: it follows no link
+            except RecursionError:  # deeper than Python's stack: rm walks any depth (fts, by descriptor)
+                pass
+            if os.path.lexists(entry.path):
+                subprocess.run(["rm", "-rf", "--one-file-system", "--", entry.path], capture_output=True, timeout=300)
         else:
             try:
                 os.unlink(entry.path)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from .measures import Measure, _Refused
+from .measures import Measure, _Refused, shown_shape
 
 __all__ = ["MEASURES"]
 
@@ -83,7 +83,7 @@ def _toy_top_k_violations(arrays, reference, where, params):
 
     out, src = arrays[0], reference
     if out.ndim != 2 or out.shape[0] != src.shape[0] or out.dtype.kind not in "iu" or out.shape[1] < 1:
-        raise _Refused(f"expected integer tokens with {src.shape[0]} rows, got {out.dtype} of shape {out.shape}")
+        raise _Refused(f"expected integer tokens with {src.shape[0]} rows, got {out.dtype} of shape {shown_shape(out.shape)}")
     model = ToyDecoderModel(**params["model"])
     eos, top_k = int(params["eos"]), int(params["top_k"])
     tokens = torch.as_tensor(out, dtype=torch.long)

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from .contract import GOLDEN_FILE_ENV, GOLDEN_FILENAME, GOLDEN_MODE_ENV, GOLDEN_OUTBOX_ENV
-from .measures import MEASURES, bounds as _bounds, check_call, decode as _decode_array, judge_measure, measure_parts
+from .measures import MEASURES, bounds as _bounds, check_call, decode as _decode_array, judge_measure, measure_parts, shown_shape
 
 __all__ = [
     "expect",
@@ -169,7 +169,7 @@ def judge(spec: dict, got: dict) -> str | None:
     if val.dtype.kind != exp.dtype.kind and {val.dtype.kind, exp.dtype.kind} != {"i", "u"}:
         return f"dtype {val.dtype} where a {_KIND_NAMES[exp.dtype.kind]} result was expected"
     if val.shape != exp.shape:
-        return f"shape {tuple(val.shape)} but the reference has shape {tuple(exp.shape)}"
+        return f"shape {shown_shape(val.shape)} but the reference has shape {tuple(exp.shape)}"
     if exp.dtype.kind == "b":
         mismatch = np.atleast_1d(val != exp)  # a single bool is 0-d: argwhere of it finds nothing
         if not mismatch.any():
@@ -201,7 +201,7 @@ def judge(spec: dict, got: dict) -> str | None:
 
 def _judge_between(spec: dict, got: dict) -> str | None:
     if got["kind"] != "array" or int(np.prod(got["shape"])) != 1:
-        return f"expected a single number, got shape {tuple(got.get('shape', ()))}"
+        return f"expected a single number, got shape {shown_shape(got.get('shape', ()))}"
     return _bounds(float(_decode(got).ravel()[0]), spec, "got")
 
 

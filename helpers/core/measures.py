@@ -183,7 +183,7 @@ def _distinct_rows(arrays, reference, where, params):
 def _eos_mismatches(arrays, reference, where, params):
     tokens, expected, eos = arrays[0], reference, int(params["eos"])
     if tokens.ndim != 2 or tokens.shape[0] != expected.shape[0]:
-        return float(expected.shape[0]), f"expected {expected.shape[0]} rows of tokens, got shape {tokens.shape}"
+        return float(expected.shape[0]), f"expected {expected.shape[0]} rows of tokens, got shape {shown_shape(tokens.shape)}"
     bad = 0
     for mine, theirs in zip(tokens.tolist(), expected.tolist()):
         end = theirs.index(eos) + 1 if eos in theirs else len(theirs)
@@ -275,6 +275,23 @@ def decode(record: dict):
     return np.asarray(record["data"], dtype=dtype).reshape(record["shape"])
 
 
+#: A student's shape is quoted only this small: a shape is chosen by the student's code, and in sealed
+#: grading its numbers must not be able to carry text (a zero-sized array can have any dimensions).
+SHOWN_SHAPE_DIMS, SHOWN_SHAPE_SIZE = 4, 100_000
+
+
+def shown_shape(shape) -> str:
+    """A student's shape as a message may quote it: ``(3, 4)``; anything larger only by its number
+    of dimensions ("a 7-d shape")."""
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        return "a shape that could not be read"
+    if len(dims) <= SHOWN_SHAPE_DIMS and all(0 <= d < SHOWN_SHAPE_SIZE for d in dims):
+        return str(dims)
+    return f"a {min(len(dims), 99)}-d shape"
+
+
 def bounds(v: float, spec: dict, what: str) -> str | None:
     if not np.isfinite(v):
         return f"{what} {v}, expected a finite number"
@@ -309,12 +326,12 @@ def judge_measure(spec: dict, got: dict) -> str | None:
             return f"{which}value is not a number or array"
         value = decode(item)
         if rule.shapes == "recorded" and value.shape != tuple(shape):
-            return f"{which}value has shape {value.shape} but the reference has shape {tuple(shape)}"
+            return f"{which}value has shape {shown_shape(value.shape)} but the reference has shape {tuple(shape)}"
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             return f"{which}value holds a non-finite number (nan or inf)"
         arrays.append(value)
     if rule.elementwise and count == 2 and arrays[0].shape != arrays[1].shape:
-        return f"the two values have shapes {arrays[0].shape} and {arrays[1].shape}"
+        return f"the two values have shapes {shown_shape(arrays[0].shape)} and {shown_shape(arrays[1].shape)}"
     reference = decode(spec["reference"]) if "reference" in spec else None
     where = decode(spec["where"]) if "where" in spec else None
     try:

@@ -31,6 +31,11 @@ from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attack
 #: which is the same seal without a container's start-up for each).
 THROUGH_THE_ZIP = {a["name"] for a in seal_attacks()} | {
     "forges_result_messages_and_values", "kills_the_grader", "memory_split_over_children", "bounded_process_flood"}
+#: Graded one at a time with no control group (COURSE_CGROUP=off), as in Gradescope's containers, where
+#: memory no /proc reading shows is counted as what the machine lost while the one run went on; with
+#: the complete sample, which must keep full marks there too. The rest go two at once, kernel-counted.
+WITHOUT_CGROUPS = {"attack:memory_in_socket_buffers", "attack:memory_in_memfds_in_flight", "attack:memory_in_memfds",
+                   "attack:shared_memory_past_path_max", "attack:disk_past_path_max", "complete"}
 
 
 def _variant() -> str:
@@ -83,16 +88,19 @@ def gradescope(root_only, layout, uploads, tmp_path_factory):
     for base in (64100, 64110):
         uid_bases.put(base)
 
-    def run(item):
+    def run(item, env=None):
         name, path = item
         base = uid_bases.get()
         try:
-            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base)})
+            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base), **(env or {})})
         finally:
             uid_bases.put(base)
 
+    alone = {name: path for name, path in uploads.items() if name in WITHOUT_CGROUPS}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, sorted(uploads.items())))
+        results = dict(pool.map(run, sorted((n, p) for n, p in uploads.items() if n not in alone)))
+    results.update(run(item, {"COURSE_CGROUP": "off"}) for item in sorted(alone.items()))
+    return results
 
 
 def test_stock_otter_gives_a_wrong_notebook_full_marks_under_each_forgery(layout, uploads, gradescope):
@@ -145,6 +153,10 @@ def test_attacks_score_nothing_and_leave_nothing_running(gradescope):
         assert FORGED not in text and HIDDEN_SOURCE_MARK not in text and "BREACH" not in text, (name, text[:2000])
     assert "memory" in attacks["attack:memory_in_memfds"]["output"]
     assert "all its files together" in attacks["attack:disk_in_many_files"]["output"]
+    for name in ("memory_in_socket_buffers", "memory_in_memfds_in_flight"):  # counted with no control group
+        assert "Status: memory." in attacks[f"attack:{name}"]["output"], attacks[f"attack:{name}"]["output"]
+    assert "all its files together" in attacks["attack:disk_past_path_max"]["output"]
+    assert "tampered" in attacks["attack:leaks_tests_through_every_field_it_writes"]["output"]
     assert traces() == []
     assert "processes" in attacks["attack:bounded_process_flood"]["output"]
     assert "memory" in attacks["attack:memory_split_over_children"]["output"]

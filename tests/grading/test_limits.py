@@ -154,4 +154,4 @@ def test_a_mount_that_moved_is_not_counted_as_the_sandbox_s_memory(monkeypatch):
     assert meter._own_tmpfs(os.getpid()) == {}  # the path leads to /, not to that tmpfs: nothing counted
     monkeypatch.setattr(holdings, "_mounts", lambda path: {"/": (disk, "tmpfs")})
     meter.host_devices = set()  # as if / were the sandbox's own tmpfs: now it is measured
-    assert meter._own_tmpfs(os.getpid())[disk] > 0
+    assert meter._own_tmpfs(os.getpid())[disk][0] > 0

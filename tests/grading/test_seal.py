@@ -42,6 +42,7 @@ def test_seal_attacks_with_bubblewrap_score_nothing_and_leave_nothing(graded):
     check_rows(rows, out / "feedback", "adversarial/")
     assert rows["adversarial/memory_in_memfds.ipynb"]["status"] == "memory"
     assert "all its files together" in rows["adversarial/disk_in_many_files.ipynb"]["message"]
+    assert "all its files together" in rows["adversarial/disk_past_path_max.ipynb"]["message"]
     assert traces() == []
 
 
@@ -97,6 +98,7 @@ def test_seal_attacks_with_posix_separation_score_nothing_and_leave_nothing(posi
     assert rows["memory_in_memfds.ipynb"]["status"] == "memory"
     assert rows["memory_in_shared_memory_files.ipynb"]["status"] == "memory"
     assert "all its files together" in rows["disk_in_many_files.ipynb"]["message"]
+    assert "all its files together" in rows["disk_past_path_max.ipynb"]["message"]
     assert traces() == []
 
 

@@ -157,7 +157,7 @@ def _hidden_source():
         if "source" in frame.f_locals and isinstance(frame.f_locals["source"], str):
             return frame.f_locals["source"]
         frame = frame.f_back
-    return "def test_ (no source found)"
+    return "(no source found)"
 def softmax_attention(*args, **kwargs):
     raise MemoryError(_hidden_source())
 def quadratic_kernel(*args, **kwargs):
@@ -166,6 +166,8 @@ class _Leak(Exception):
     pass
 def rff_attention(*args, **kwargs):
     raise _Leak(_hidden_source())
+_mine = dict(softmax_attention=softmax_attention, quadratic_kernel=quadratic_kernel, rff_attention=rff_attention)
+get_ipython().events.register("post_run_cell", lambda *args: globals().update(_mine))  # kept over the TODO cells
 """},
         # the watch, not the stopped runner, ends it: at the memory limit, or at the time limit when a
         # loaded machine fills the array more slowly than the limit allows
@@ -178,6 +180,135 @@ for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.
         pass
 hoard = numpy.ones(600_000_000)  # 4.8 GB while nothing on the channel moves
 time.sleep(60)
+"""},
+        # the kernel writes the outbox and prints the outcome lines: every field it controls carries
+        # the hidden tests' source (an error record per key, a forged test name, a real name twice)
+        {"name": "leaks_tests_through_every_field_it_writes", "expect": ("tampered",), "cell": """
+import json, os, re, sys
+def _hidden_source():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "source" in frame.f_locals and isinstance(frame.f_locals["source"], str):
+            return frame.f_locals["source"]
+        frame = frame.f_back
+    return "(no source found)"
+def _leak(*args, **kwargs):
+    source = _hidden_source()
+    outbox = os.environ.get("COURSE_GOLDEN_OUTBOX")
+    if outbox:
+        with open(outbox, "a") as f:
+            for key in re.findall(r'expect(?:_between)?\\(\\s*f?"([^"]+)"', source) or ["any/key"]:
+                f.write(json.dumps({"key": key, "error": source}) + "\\n")
+    names = re.findall(r"def (test_\\w+)", source)
+    print(json.dumps({"test": source, "passed": True, "error": source}))
+    for name in names[:1]:
+        print(json.dumps({"test": name, "passed": True, "error": source}))
+    raise MemoryError(source)
+def _install(*args):  # after every cell: the notebook's own TODO cells would replace them
+    globals().update(softmax_attention=_leak, quadratic_kernel=_leak, rff_attention=_leak)
+_install()
+get_ipython().events.register("post_run_cell", _install)
+"""},
+        {"name": "memory_in_socket_buffers", "expect": ("memory",), "cell": """
+import os, socket, time
+def fill():  # queue data in socket pairs until the descriptors run out: up to 1 GB a process
+    pairs, queued = [], 0
+    for _ in range(2000):
+        try:
+            a, b = socket.socketpair()
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 20)
+            a.setblocking(False)
+        except OSError:
+            break
+        try:
+            while True:
+                queued += a.send(b"x" * (1 << 20))
+        except OSError:
+            pass
+        pairs.append((a, b))
+        if queued > 1 << 30:
+            break
+    time.sleep(60)
+for _ in range(7):  # eight processes, each under its own descriptor limit: 8 GB in all
+    if os.fork() == 0:
+        fill()
+        os._exit(0)
+fill()
+"""},
+        {"name": "memory_in_memfds_in_flight", "expect": ("memory",), "cell": """
+import os, socket, time
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+for _ in range(48):  # 48 memfds of 128 MB (6 GB) that no process holds: each is in flight, then closed
+    fd = os.memfd_create("in-flight")
+    try:
+        for _ in range(2):
+            os.write(fd, b"x" * (64 << 20))
+        socket.send_fds(a, [b"m"], [fd])
+    except OSError:
+        pass
+    os.close(fd)
+time.sleep(60)
+"""},
+        {"name": "disk_past_path_max", "expect": ("error",), "cell": """
+import os, tempfile, time
+# folders of 255-character names, 30 deep (7,650 characters, past PATH_MAX), then 40 files of 32 MB
+for place in (os.path.expanduser("~"), tempfile.gettempdir()):
+    fd = os.open(place, os.O_RDONLY | os.O_DIRECTORY)
+    for level in range(30):
+        name = str(level) * 255 if level < 10 else chr(97 + level % 26) * 255
+        try:
+            os.mkdir(name, dir_fd=fd)
+        except FileExistsError:
+            pass
+        except OSError:
+            break
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    for n in range(20):
+        try:
+            out = os.open(f"fill-{n}", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+            os.write(out, b"x" * (32 << 20))
+            os.close(out)
+        except OSError:
+            pass
+    os.close(fd)
+time.sleep(60)
+"""},
+        {"name": "shared_memory_past_path_max", "expect": ("memory", "error"), "cell": """
+import os, time
+fd = os.open("/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
+for level in range(24):  # 24 folders of 255 characters (6,120), past PATH_MAX, then 5 GB of files
+    name = chr(97 + level % 26) * 255
+    try:
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    except OSError:
+        break
+    os.close(fd)
+    fd = inner
+for n in range(40):
+    try:
+        out = os.open(f"hoard-{n}", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        for _ in range(2):
+            os.write(out, b"x" * (64 << 20))
+        os.close(out)
+    except OSError:
+        break
+time.sleep(60)
+"""},
+        {"name": "floods_the_outbox_with_one_line", "expect": ("ok", "error"), "cell": """
+import os
+def _flood(*args, **kwargs):
+    outbox = os.environ.get("COURSE_GOLDEN_OUTBOX")
+    if outbox:  # 25 MB in one line of nested empty lists: costly to parse for whoever parses it
+        with open(outbox, "a") as f:
+            f.write('{"key": "kernel_attention/flood", "value": [' + "[]," * (8 << 20) + '[]]}\\n')
+    raise ValueError("flooded")
+def _install(*args):
+    globals().update(softmax_attention=_flood, quadratic_kernel=_flood, rff_attention=_flood)
+_install()
+get_ipython().events.register("post_run_cell", _install)
 """},
         {"name": "kernel_listens_on_tcp", "expect": ("ok", "error"), "cell": """
 import json

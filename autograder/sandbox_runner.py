@@ -257,33 +257,40 @@ class Runner:
 
 #: The key at the start of an outbox line (``expect`` writes it first), read without parsing the rest.
 VALUE_KEY = re.compile(rb'\{"key": "([\w.:/-]{1,200})"')
-#: How deep a record ``expect`` writes nests: {"value": {"items": [{"data": [...]}]}}.
-MAX_RECORD_DEPTH = 5
 
 
 def well_formed(line: bytes) -> dict | None:
-    """The outbox line as a record ``expect`` writes (``{"key", "value"}`` or ``{"key", "error"}``),
-    or None: anything nested deeper, or not of that form, is dropped here in the sandbox, where
-    parsing it costs the submission's memory and not the grader's."""
+    """The outbox line if it is a record ``expect`` writes, else None: ``{"key", "error"}`` or
+    ``{"key", "value"}`` whose value is an encoded array (a flat list of numbers), a string, or a
+    list of those. Anything else (nested lists that cost far more to parse than their bytes) is
+    dropped here in the sandbox, where parsing costs the submission's memory, not the grader's."""
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if not (isinstance(record, dict) and isinstance(record.get("key"), str) and set(record) in ({"key", "value"},
-                                                                                                  {"key", "error"})):
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
         return None
-    return record if _depth(record) <= MAX_RECORD_DEPTH else None
+    if set(record) == {"key", "error"}:
+        return record if isinstance(record["error"], str) else None
+    if set(record) != {"key", "value"} or not isinstance(record["value"], dict):
+        return None
+    value = record["value"]
+    items = value.get("items") if value.get("kind") == "values" else [value]
+    if not isinstance(items, list) or not all(_encoded(item) for item in items):
+        return None
+    return record
 
 
-def _depth(value, level: int = 0) -> int:
-    if level > MAX_RECORD_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        # an array's data is a flat list of numbers: look at its first few items only when they nest
-        return max((_depth(v, level + 1) for v in value if isinstance(v, (dict, list))), default=level + 1)
-    return level
+def _encoded(item) -> bool:
+    """Is ``item`` one value as ``helpers.core.golden.encode`` writes it?"""
+    if not isinstance(item, dict):
+        return False
+    if item.get("kind") == "str":
+        return isinstance(item.get("value"), str)
+    data, shape = item.get("data"), item.get("shape")
+    return (item.get("kind") == "array" and isinstance(item.get("dtype"), str) and isinstance(shape, list)
+            and isinstance(data, list) and all(isinstance(d, int) for d in shape)
+            and all(isinstance(x, (int, float)) for x in data))
 
 
 def private_kernel_ports():

@@ -9,13 +9,17 @@ them, ``--runs`` times on each path:
 - ``bubblewrap``: ``course grade --sandbox bubblewrap``;
 - ``posix``: ``course grade --sandbox posix`` (Gradescope's and Docker's seal) from a course folder
   only root can read;
-- ``gradescope``: the autograder zip run as Gradescope runs it (``course gradescope-check``).
+- ``gradescope``: the autograder zip run as Gradescope runs it (``course gradescope-check``), two at
+  once, with the control groups this host allows;
+- ``gradescope-alone``: the same one at a time with no control group (``COURSE_CGROUP=off``), as in
+  Gradescope's own containers, where what no /proc reading shows is counted as the memory the
+  machine lost while the run went on.
 
 After every run it looks for what an attack that got through leaves: a process, file or IPC object
 of a sandbox uid, the canary a planted link would make root write, a copied notebook. It prints,
 per attack and path, how many runs held, and the seconds a run took. Needs root (POSIX separation).
 
-    .venv/bin/python benchmarks/seal_attacks.py [--runs 10] [--paths bubblewrap,posix,gradescope] [--timeout 40]
+    .venv/bin/python benchmarks/seal_attacks.py [--runs 10] [--paths bubblewrap,posix,gradescope,gradescope-alone] [--timeout 40]
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def attack_list(course: Path) -> list[dict]:
     return seal_attacks() + [a for a in older if a["name"] in RACING]
 
 
-def prepare(tmp: Path) -> tuple[Path, Path, list[dict]]:
+def prepare(tmp: Path, only: set[str] = frozenset()) -> tuple[Path, Path, list[dict]]:
     """A private course folder with the built zip, and the submissions: attacks and the complete sample."""
     layout = Layout.find(REPO)
     zip_path = layout.autograder_zip(SLUG)
@@ -76,7 +80,7 @@ def prepare(tmp: Path) -> tuple[Path, Path, list[dict]]:
     subs.mkdir()
     shutil.copy(tmp / "samples" / "complete.ipynb", subs / "complete.ipynb")
     blank = nbformat.read(tmp / "samples" / "blank.ipynb", as_version=4)
-    attacks = attack_list(course)
+    attacks = [a for a in attack_list(course) if not only or a["name"] in only]
     for attack in attacks:
         nbformat.write(with_attack(blank, attack["cell"]), subs / f"{attack['name']}.ipynb")
     return course, subs, attacks
@@ -87,20 +91,21 @@ def grade_locally(course: Path, subs: Path, out: Path, mode: str) -> dict[str, t
     return {Path(r["file"]).stem: (r, (out / "feedback" / f"{r['submission']}.txt").read_text()) for r in rows}
 
 
-def grade_on_gradescope(course: Path, subs: Path, out: Path, skip: set[str]) -> dict[str, tuple[dict, str]]:
-    """As Gradescope runs the zip; ``skip``: attacks that wait for the time limit (300 s there)."""
+def grade_on_gradescope(course: Path, subs: Path, out: Path, skip: set[str], alone: bool = False) -> dict[str, tuple[dict, str]]:
+    """As Gradescope runs the zip; ``skip``: attacks that wait for the time limit (300 s there);
+    ``alone``: one at a time with no control group, as in Gradescope's containers."""
     from autograder.gradescope import emulate
 
     zip_path = next((course / "out" / "autograders").glob("*.zip"))
 
     def one(path: Path):
-        result = emulate(zip_path, path)
+        result = emulate(zip_path, path, env={"COURSE_CGROUP": "off"} if alone else None)
         status = result["tests"][0]["output"].split("Status: ", 1)[-1].split(".", 1)[0]
         text = json.dumps(result)
         message = result["tests"][0]["output"]
         return path.stem, ({"status": status, "total": result["score"], "message": message}, text)
 
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1 if alone else 2) as pool:
         return dict(pool.map(one, [p for p in sorted(subs.glob("*.ipynb")) if p.stem not in skip]))
 
 
@@ -108,8 +113,10 @@ def main() -> int:
     global LIMITS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--paths", default="bubblewrap,posix,gradescope")
+    parser.add_argument("--paths", default="bubblewrap,posix,gradescope,gradescope-alone")
     parser.add_argument("--timeout", type=float, default=LIMITS.timeout, help="seconds a submission may run")
+    parser.add_argument("--only", default="", help="comma-separated attack names (default: all); the complete "
+                                                  "notebook is always graded beside them")
     args = parser.parse_args()
     LIMITS = dataclasses.replace(LIMITS, timeout=args.timeout)
     if os.geteuid() != 0:
@@ -118,7 +125,7 @@ def main() -> int:
     os.environ["COURSE_SETTING"] = "grading"
     with tempfile.TemporaryDirectory(prefix="seal-attacks-") as tmp:
         tmp = Path(tmp)  # 0700: the seal refuses a course folder others could read
-        course, subs, attacks = prepare(tmp)
+        course, subs, attacks = prepare(tmp, set(filter(None, args.only.split(","))))
         held = {(a["name"], p): 0 for a in attacks for p in paths}
         ran = dict(held)
         failures: list[str] = []
@@ -128,8 +135,8 @@ def main() -> int:
                 started = time.perf_counter()
                 out = tmp / f"results-{path}-{run}"
                 slow = {a["name"] for a in attacks if a["expect"] == ("timeout",)}
-                rows = grade_on_gradescope(course, subs, out, slow) if path == "gradescope" else \
-                    grade_locally(course, subs, out, path)
+                rows = grade_on_gradescope(course, subs, out, slow, alone=path == "gradescope-alone") \
+                    if path.startswith("gradescope") else grade_locally(course, subs, out, path)
                 seconds[path].append(time.perf_counter() - started)
                 left = traces()
                 honest, _ = rows["complete"]

@@ -164,8 +164,9 @@ def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox_runner, "OUTBOX", outbox)
     huge = '{"key": "q1/out", "value": {"kind": "array", "data": [' + "1," * MAX_VALUE_LINE_BYTES + '1]}}\n'
     nested = '{"key": "q1/deep", "value": ' + "[" * 50 + "]" * 50 + "}\n"
+    lists = '{"key": "q1/lists", "value": {"kind": "array", "dtype": "float64", "shape": [3], "data": [[], [], []]}}\n'
     honest = json.dumps({"key": "q1/ok", "value": encode([1.0, 2.0])}) + "\n"
-    outbox.write_text(huge + nested + honest + "not json\n" + json.dumps({"key": "x", "other": 1}) + "\n")
+    outbox.write_text(huge + nested + lists + honest + "not json\n" + json.dumps({"key": "x", "other": 1}) + "\n")
     runner = sandbox_runner.Runner(channel=None)
     values = runner.new_values()
     assert values == [{"key": "q1/out", "refused": len(huge)}, {"key": "q1/ok", "value": encode([1.0, 2.0])}]
@@ -173,7 +174,7 @@ def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
                                           "test": "test_hidden", "passed": True, "error": "", "values": values},
                                          {"event": "done"}]), AUTOGRADER, SandboxLimits())
     message = {c["test"]: c for c in result["questions"]["q1"]["cases"]}["test_hidden"]["message"]
-    assert "q1/out: the value was over 1 MiB as collected" in message
+    assert f"q1/out: the value was over {MAX_VALUE_LINE_BYTES >> 20} MiB as collected" in message
 
 
 def test_the_graders_channel_reader_holds_no_more_than_its_cap():

@@ -127,6 +127,8 @@ class Grader:
         except SandboxUnavailable as err:
             raise CourseError(f"submissions cannot be graded sealed on this machine yet: {err}") from None
         log(f"grading sealed ({pool.description}): each submission in its own sandbox, scores judged outside it")
+        if pool.unseen_memory_note:
+            log(pool.unseen_memory_note)
 
     def run(self, log=print) -> list[dict]:
         private = [self.submissions, self.out, self.layout.solutions, self.layout.out,

@@ -91,8 +91,18 @@ class SandboxPool:
 
     @property
     def description(self) -> str:
-        """Which seal grades, for the results and the log."""
-        return getattr(self.seal, "description", getattr(self.seal, "mode", "none"))
+        """Which seal grades and how it counts memory, for the results and the log."""
+        seal = getattr(self.seal, "description", getattr(self.seal, "mode", "none"))
+        return f"{seal}; {self.seal.counting}" if self.seal is not None else seal
+
+    @property
+    def unseen_memory_note(self) -> str | None:
+        """A warning when memory no /proc reading shows goes uncounted: no control group, several jobs."""
+        if self.seal is not None and self.seal.cgroups is None and self.jobs > 1:
+            return ("note: no control group can be made here, so with several jobs at once memory held in socket "
+                    "buffers or files in flight is bounded per process only; --jobs 1 counts it (README, 'Which "
+                    "memory and disk each seal counts')")
+        return None
 
     def close(self) -> None:
         shutil.rmtree(self.workspace, ignore_errors=True)

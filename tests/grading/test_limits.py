@@ -5,6 +5,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from autograder.sandbox import SandboxLimits, SandboxRun, address_space_backstop_mb
 from autograder.seal_bubblewrap import BubblewrapSeal
 from autograder.autograder_zip import Autograder
@@ -155,3 +157,60 @@ def test_a_mount_that_moved_is_not_counted_as_the_sandbox_s_memory(monkeypatch):
     monkeypatch.setattr(holdings, "_mounts", lambda path: {"/": (disk, "tmpfs")})
     meter.host_devices = set()  # as if / were the sandbox's own tmpfs: now it is measured
     assert meter._own_tmpfs(os.getpid())[disk][0] > 0
+
+
+def test_files_past_path_max_are_counted_and_too_deep_folders_stop_the_walk(tmp_path):
+    """The meter walks by descriptor: a file under a path far past PATH_MAX counts; a folder nested
+    deeper than MAX_DEPTH is reported (the run is stopped for it), never silently skipped."""
+    from autograder import holdings
+
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    for level in range(20):  # 20 x 255 characters: 5,100, past PATH_MAX (4,096)
+        os.mkdir("d" * 255, dir_fd=fd)
+        inner = os.open("d" * 255, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    out = os.open("deep-file", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+    os.write(out, b"x" * (1 << 20))
+    os.close(out)
+    found: dict = {}
+    assert not holdings.walk_owned(os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY), {os.getuid()}, found)
+    assert len(found) == 21 and sum(found.values()) >= 1 << 20  # 20 folders and the file
+    for level in range(holdings.MAX_DEPTH + 5):
+        os.mkdir("e", dir_fd=fd)
+        inner = os.open("e", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    assert holdings.walk_owned(os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY), {os.getuid()}, {})
+    from autograder.uids import remove_files_of  # and the clean-up removes such a tree whole
+    from autograder.holdings import owned_entries
+
+    remove_files_of(os.getuid(), [tmp_path])
+    assert list(owned_entries({os.getuid()}, [tmp_path])) == []
+
+
+def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
+    """Where the grader may make a control group (root on these machines: CI fails rather than skips),
+    a process that queues 180 MB or more in socket pairs under a 100 MB group is stopped by the kernel, and
+    the group is killed and removed."""
+    import subprocess
+
+    from autograder.cgroups import find_home
+
+    home, why = find_home()
+    if home is None:
+        if os.environ.get("CI") and os.geteuid() == 0:
+            pytest.fail(f"no control group on a CI machine run as root: {why}")
+        pytest.skip(why)
+    group = home.new_group(f"course-sandbox-{os.getpid()}-test", memory_mb=100, max_tasks=64)
+    fill = ("import socket\npairs = []\nfor _ in range(900):  # 900 pairs of at least 200 KB queued each\n"
+            "    a, b = socket.socketpair()\n    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)\n"
+            "    a.setblocking(False)\n    try:\n        while True:\n            a.send(b'x' * 65536)\n"
+            "    except BlockingIOError:\n        pass\n    pairs.append((a, b))\n")
+    try:
+        done = subprocess.run([*group.join_command(), sys.executable, "-c", fill], capture_output=True, timeout=120)
+        assert done.returncode == -9 and group.oom_kills() >= 1, done
+        assert group.peak_mb() >= 95
+    finally:
+        assert group.kill() == [] and group.remove()

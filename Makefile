@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # (never let pip build llama-cpp-python): requirements-no-deps.txt.
 NO_DEPS := requirements-no-deps.txt
 
-.PHONY: install demo test test-fast build check bench clean
+.PHONY: install demo test test-fast build check bench docs clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ test-fast: install
 
 build: install
 	$(BIN)/course build
+
+# The documentation site, into out/site/ (strict: a broken link or a missing page fails).
+docs: install
+	$(BIN)/mkdocs build --strict
 
 check: install
 	$(BIN)/course check

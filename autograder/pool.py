@@ -100,8 +100,8 @@ class SandboxPool:
         """A warning when memory no /proc reading shows goes uncounted: no control group, several jobs."""
         if self.seal is not None and self.seal.cgroups is None and self.jobs > 1:
             return ("note: no control group can be made here, so with several jobs at once memory held in socket "
-                    "buffers or files in flight is bounded per process only; --jobs 1 counts it (README, 'Which "
-                    "memory and disk each seal counts')")
+                    "buffers or files in flight is bounded per process only; --jobs 1 counts it "
+                    "(docs/instructors/security.md)")
         return None
 
     def close(self) -> None:

@@ -263,18 +263,27 @@ def gather(slug: str, seed: int, threads: int) -> dict:
     return evidence
 
 
-def report(slug: str, runs: dict) -> None:
-    """How often each claim held over the runs on record (judged now: a claim may be restated)."""
-    print(f"\n{slug}: how often each claim held ({len(runs)} runs on record)")
+def judged(slug: str, runs: dict) -> list[tuple[Claim, dict[str, bool]]]:
+    """Each claim of ``slug`` with whether it held in each run on record (judged now: a claim may be
+    restated; a run recorded before a claim's evidence was read is left out of that claim)."""
+    found = []
     for claim in QUESTIONS[slug].claims:
-        judged = {}
+        held = {}
         for name, run in runs.items():
             try:
-                judged[name] = bool(claim.holds(run))
-            except KeyError:  # a run recorded before this claim's evidence was read
+                held[name] = bool(claim.holds(run))
+            except KeyError:
                 pass
-        failed = sorted(name for name, held in judged.items() if not held)
-        print(f"  {claim.question:>6} {len(judged) - len(failed)}/{len(judged)}  {claim.says}"
+        found.append((claim, held))
+    return found
+
+
+def report(slug: str, runs: dict) -> None:
+    """How often each claim held over the runs on record."""
+    print(f"\n{slug}: how often each claim held ({len(runs)} runs on record)")
+    for claim, held in judged(slug, runs):
+        failed = sorted(name for name, ok in held.items() if not ok)
+        print(f"  {claim.question:>6} {len(held) - len(failed)}/{len(held)}  {claim.says}"
               + (f"  (not in: {'; '.join(failed)})" if failed else ""))
 
 

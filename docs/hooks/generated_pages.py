@@ -1,0 +1,131 @@
+"""MkDocs hook: the pages that are made from the code and the records, never written by hand.
+
+- ``instructors/cli.md``: every ``course`` command and option, from the parser itself
+  (:func:`autograder.cli.parser`), so the reference cannot fall behind the command;
+- ``results.md``: the measured figures, from the records in ``benchmarks/`` (``figures.json``:
+  notebook times idle and beside a busy program; ``evidence.json``: how often the reference answers'
+  claims held over seeds and threads), with the date each was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def on_files(files, config):
+    for name, content in (("instructors/cli.md", cli_page()), ("results.md", results_page())):
+        files.append(File.generated(config, name, content=content))
+    return files
+
+
+# ----------------------------------------------------------------------------- the command reference
+def cli_page() -> str:
+    sys.path.insert(0, str(REPO))
+    try:
+        from autograder.cli import parser
+    finally:
+        sys.path.remove(str(REPO))
+    top = parser()
+    lines = ["# Command reference", "",
+             "Generated from `course`'s own parser when the site is built; `course COMMAND --help` prints "
+             "the same. What each command does, with examples, is on [Commands](commands.md).", "",
+             "```text", top.format_usage().strip(), "```", "", top.description or "", ""]
+    lines += _options(top)
+    for name, sub in _subcommands(top).items():
+        lines += [f"## course {name}", "", sub.description or _help_of(top, name), "", "```text",
+                  sub.format_usage().strip(), "```", ""]
+        lines += _options(sub)
+    return "\n".join(lines) + "\n"
+
+
+def _subcommands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _help_of(p: argparse.ArgumentParser, name: str) -> str:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if choice.dest == name:
+                    return (choice.help or "").capitalize() + "."
+    return ""
+
+
+def _options(p: argparse.ArgumentParser) -> list[str]:
+    rows = []
+    for action in p._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest.upper()}`"
+        if action.metavar and action.option_strings:
+            name += f" `{action.metavar}`"
+        default = "" if action.default in (None, False, argparse.SUPPRESS) or not action.option_strings \
+            or "default" in (action.help or "") else f" (default: `{action.default}`)"
+        text = (action.help or "").replace("|", "\\|").replace("%%", "%") % {"default": action.default} \
+            if action.help and "%(" in action.help else (action.help or "").replace("|", "\\|")
+        rows.append(f"| {name} | {text}{default} |")
+    return (["| argument | meaning |", "|---|---|", *rows, ""] if rows else [])
+
+
+# ----------------------------------------------------------------------------- the measured figures
+def _busy_module():
+    """``benchmarks/busy.py``, whose functions write the notebooks' time lines from the same records."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("course_busy_for_docs", REPO / "benchmarks" / "busy.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def results_page() -> str:
+    busy = _busy_module()
+    figures = json.loads((REPO / "benchmarks" / "figures.json").read_text())
+    lines = ["# Measured figures", "",
+             "Every figure here is read from a record in `benchmarks/` when the site is built; the benchmark "
+             "that wrote it is named with it. A figure moves only when its benchmark is run again.", "",
+             "## Notebooks on a busy laptop", "",
+             "The quick setting on 2 cores, each solved notebook in a fresh kernel, one run each "
+             "(`benchmarks/busy.py`, recorded in `benchmarks/figures.json`). The targets: a run beside one "
+             "busy program at most 1.6 times the idle one, and an idle run at most 1.10 times torch's "
+             "default with its threads held fixed.", "", busy.readme_table(figures), "",
+             "## The times the notebooks state", "",
+             "Each notebook's introduction carries one line written from these records "
+             "(`benchmarks/busy.py --write-times`); `tests/assignments/test_stated_times.py` keeps them in step.", ""]
+    for slug in sorted(figures):
+        lines.append(f"- **{slug}**: {busy.stated_times(figures[slug]).removeprefix(busy.STATED_TIMES_START).strip()}")
+    lines += ["", "## Evidence for the written questions' reference answers", "",
+              "`benchmarks/evidence.py` runs a solved notebook in the quick setting on several seeds and "
+              "thread counts and counts how often each claim of a reference answer held "
+              "(`benchmarks/evidence.json`).", ""]
+    lines += _evidence_table(json.loads((REPO / "benchmarks" / "evidence.json").read_text()))
+    return "\n".join(lines) + "\n"
+
+
+def _evidence_table(records: dict) -> list[str]:
+    """How often each claim held, judged by ``benchmarks/evidence.py``'s own claims."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.evidence import judged
+    finally:
+        sys.path.remove(str(REPO))
+    rows = ["| notebook | question | what the reference answer claims | held |", "|---|---|---|---|"]
+    for slug, runs in sorted(records.items()):
+        dates = sorted({run.get("measured", "") for run in runs.values()} - {""})
+        for claim, held in judged(slug, runs):
+            rows.append(f"| {slug} | {claim.question} | {claim.says.replace('|', '/')} | "
+                        f"{sum(held.values())}/{len(held)} (measured {', '.join(dates) or '?'}) |")
+    return rows

@@ -1,0 +1,39 @@
+"""The documentation site builds in strict mode (a broken link, a page missing from the navigation or
+a generated page that fails stops it), and its architecture page names the tree as it is."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_site_builds_strict_with_its_generated_pages(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "WARNING" not in done.stderr, done.stderr[-3000:]
+    cli = (tmp_path / "site" / "instructors" / "cli.html").read_text()
+    for command in ("course build", "course grade", "course pdf", "course report", "course check", "course demo"):
+        assert command in cli, command
+    assert "--nbgrader-gradebook" in cli  # an option, read from the parser itself
+    results = (tmp_path / "site" / "results.html").read_text()
+    assert "beside one busy program" in results and "held" in results
+
+
+def test_the_architecture_page_names_every_module_and_no_missing_one():
+    page = (REPO / "docs" / "developers" / "architecture.md").read_text()
+    named = set(re.findall(r"`(\w+\.py)`", page))
+    modules = {p.name for p in (REPO / "autograder").glob("*.py")} | {p.name for p in (REPO / "helpers" / "core").glob("*.py")}
+    modules -= {"__init__.py"}
+    assert modules - named == set(), f"modules the architecture page does not name: {sorted(modules - named)}"
+    assert named - modules - {"grade.py"} <= {"generated_pages.py"}, sorted(named - modules)
+
+
+def test_the_readme_is_short_and_points_to_pages_that_exist():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 100
+    for target in re.findall(r"\]\(([^)#]+)\)", readme):
+        assert (REPO / target).exists(), target
+    assert "DESIGN.md" not in readme

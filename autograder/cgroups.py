@@ -16,7 +16,7 @@ on most hosts), each run gets its own:
 
 Where none can be made (Gradescope's and most Docker containers mount /sys/fs/cgroup read-only),
 :func:`find_home` says why and the meter's own counts, with the POSIX seal's extra limits, stand
-alone: README's "What each seal counts" says what that leaves.
+alone: docs/instructors/security.md, "Which memory and disk each seal counts", says what that leaves.
 """
 
 from __future__ import annotations

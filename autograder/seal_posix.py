@@ -1,6 +1,6 @@
 """The POSIX seal: a uid of its own, for where bubblewrap cannot start; the grader must be root.
 
-What this seal guarantees (README, "Sealed grading", says the same for instructors):
+What this seal guarantees (docs/instructors/security.md says the same for instructors):
 
 - the submission runs as a fresh uid leased for it alone (:class:`autograder.uids.UidPool`), with no
   capabilities and no way to gain any (``--no-new-privs``: a setuid file it plants gives it nothing),

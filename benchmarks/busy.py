@@ -10,7 +10,7 @@ both, and their ratio; the target is a busy run within 1.6x of the idle one on 2
 Every ``benchmarks/<slug>.py`` takes it: ``benchmarks/<slug>.py --quick --busy`` (``--full`` for the
 full setting; ``--spin-baseline`` adds an idle run with torch's default threads held fixed, as the
 notebooks ran before they followed the load: the idle run may be at most 10% slower than it). ``benchmarks/busy.py --idle [--full]`` runs the idle
-run alone. The figures are recorded in ``benchmarks/figures.json``, where the README's table and the
+run alone. The figures are recorded in ``benchmarks/figures.json``, where the site's figures page and the
 notebooks' stated times come from: :func:`stated_times` writes the one sentence of a notebook's
 introduction that says how long it takes, and ``tests/assignments/test_stated_times.py`` holds each notebook to it.
 """
@@ -164,7 +164,7 @@ def stated_times(figures: dict) -> str:
 
 
 def readme_table(figures: dict) -> str:
-    """The README's table of the quick setting from figures.json: idle, idle with torch's default threads
+    """The figures page's table of the quick setting from figures.json: idle, idle with torch's default threads
     held fixed (the baseline of the idle run's cost), and beside one busy program."""
     rows = ["| notebook | idle | idle, torch's default threads held fixed | idle / fixed | beside one busy program "
             "| busy / idle | measured |", "|---|---|---|---|---|---|---|"]

@@ -45,7 +45,7 @@ to know the reference's result. A property holds only as far as the values it ac
 make: two equal arrays differ nowhere, and a reference the test computes in the kernel can be read
 there and sent back. A property gives its points to anything that satisfies it (exact softmax
 attention has a small approximation error, a prefix sum is causal), so the points for implementing
-a function rest on golden values. The README's "Sealed grading" says which check is judged how.
+a function rest on golden values. docs/instructors/security.md says which check is judged how.
 
 nbgrader has no place for a file that students never receive, so there each hidden test carries
 its own golden values inside its hidden region and hands them to :func:`use_golden` first; compare

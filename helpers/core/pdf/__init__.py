@@ -24,4 +24,4 @@ from .questions import Question, manual_questions
 from .render import ALONE_SECONDS, TYPESET_SECONDS, LatexMissing, RenderedPdf, latex_missing, render_notice, render_pdf
 
 __all__ = ["LatexMissing", "Question", "RenderedPdf", "manual_questions", "render_pdf", "render_notice", "latex_missing",
-           "TYPESET_SECONDS", "ALONE_SECONDS"]  # the time bounds, which tests and the README quote
+           "TYPESET_SECONDS", "ALONE_SECONDS"]  # the time bounds, which the tests quote

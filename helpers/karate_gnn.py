@@ -25,6 +25,7 @@ __all__ = [
     "EmbeddingRecorder",
     "plot_embedding_snapshots",
     "hand_written_gcn",
+    "GradientMismatch",
     "gradcheck_gcn",
 ]
 
@@ -262,6 +263,15 @@ def hand_written_gcn(gcn_layer_backward: Callable) -> Callable:
     return _Layer.apply
 
 
+class GradientMismatch(AssertionError):
+    """Your backward pass gives a gradient that differs from the exact one; the message names it."""
+
+
+#: The inputs of the two-layer model, in gradcheck's order: what each gradient is of.
+_INPUT_NAMES = ("X (the node features)", "W1 (the first layer's weight)", "b1 (the first layer's bias)",
+                "W2 (the second layer's weight)", "b2 (the second layer's bias)")
+
+
 def gradcheck_gcn(gcn_layer_backward: Callable, A_hat: torch.Tensor, *, hidden: int = 4, seed: int = 0) -> bool:
     """``torch.autograd.gradcheck`` on a two-layer GCN (tanh between) built with your backward.
 
@@ -273,17 +283,25 @@ def gradcheck_gcn(gcn_layer_backward: Callable, A_hat: torch.Tensor, *, hidden: 
     Returns
     -------
     bool
-        True when they agree; otherwise gradcheck raises and says which input's gradient differs.
+        True when they agree.
+
+    Raises
+    ------
+    GradientMismatch
+        When they do not: which gradient (of X, W1, b1, W2 or b2), on which matrix, and the largest
+        difference from the exact gradient and where it is.
     """
     check_tensor("A_hat", A_hat, ndim=2)
     g = torch.Generator().manual_seed(seed)
     n = A_hat.shape[0]
     not_symmetric = torch.rand(n, n, generator=g, dtype=torch.float64) / n
-    return all(_gradcheck_two_layers(gcn_layer_backward, A, hidden, g)
-               for A in (A_hat.detach().double(), not_symmetric))
+    return all(_gradcheck_two_layers(gcn_layer_backward, A, hidden, g, which)
+               for A, which in ((A_hat.detach().double(), "your A_hat"),
+                                (not_symmetric, "a random matrix that is not symmetric (a missing transpose shows here)")))
 
 
-def _gradcheck_two_layers(gcn_layer_backward: Callable, A64: torch.Tensor, hidden: int, g: torch.Generator) -> bool:
+def _gradcheck_two_layers(gcn_layer_backward: Callable, A64: torch.Tensor, hidden: int, g: torch.Generator,
+                          which: str) -> bool:
     layer = hand_written_gcn(gcn_layer_backward)
     n = A64.shape[0]
     inputs = (torch.randn(n, 3, generator=g, dtype=torch.float64),
@@ -296,4 +314,16 @@ def _gradcheck_two_layers(gcn_layer_backward: Callable, A64: torch.Tensor, hidde
     def model(X, W1, b1, W2, b2):
         return layer(A64, torch.tanh(layer(A64, X, W1, b1)), W2, b2)
 
+    def exact(X, W1, b1, W2, b2):  # the same model, differentiated by autograd itself
+        return A64 @ torch.tanh(A64 @ X @ W1 + b1) @ W2 + b2
+
+    upstream = torch.randn(n, 2, generator=g, dtype=torch.float64)
+    yours = torch.autograd.grad(model(*inputs), inputs, upstream)
+    truth = torch.autograd.grad(exact(*inputs), inputs, upstream)
+    for name, mine, right in zip(_INPUT_NAMES, yours, truth):
+        difference = (mine - right).abs()
+        if not torch.allclose(mine, right, rtol=1e-5, atol=1e-7):
+            where = tuple(int(i) for i in torch.nonzero(difference == difference.max())[0])
+            raise GradientMismatch(f"the gradient of {name} differs from the exact one on {which}: largest difference "
+                                   f"{difference.max().item():.3g} at index {where}")
     return torch.autograd.gradcheck(model, inputs, eps=1e-6, atol=1e-5)

@@ -396,6 +396,20 @@ def add_and_concat_scores(x, p):
         "must_fail_public": ["test_add_concat_public"],
     },
     {
+        # issue 46: right scores, but the caller's x is changed in place
+        "name": "add_concat_changes_x_in_place",
+        "function": "add_and_concat_scores",
+        "source": '''
+def add_and_concat_scores(x, p):
+    concatenated = torch.cat([x, p], dim=-1)
+    concatenated = concatenated @ concatenated.T
+    x += p  # BUG: the caller's x now holds x + p
+    return x @ x.T, concatenated
+''',
+        "must_lose": ["test_add_concat_hidden"],
+        "must_fail_public": ["test_add_concat_public"],
+    },
+    {
         "name": "relative_bias_offset_j_minus_i",
         "function": "relative_position_bias",
         "source": '''

@@ -560,6 +560,32 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
         "must_fail_public": ["test_beam_public"],
     },
     {
+        # issue 46: finished hypotheses set aside while the places go to unfinished extensions (the
+        # beam_size best of all extensions kept, the finished among them set aside)
+        "name": "beam_sets_finished_aside_within_the_places",
+        "function": "beam_search",
+        "source": '''
+def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
+    rows = []
+    for b in range(src.shape[0]):
+        beams, finished = [([bos_id], 0.0)], []
+        for _ in range(max_len):
+            if not beams:
+                break
+            logp = torch.log_softmax(model(src[b:b + 1].expand(len(beams), -1), torch.tensor([t for t, _ in beams]))[:, -1].double(), -1)
+            top = logp.topk(min(beam_size, logp.shape[-1]), -1)
+            candidates = sorted(((t + [tok], s + v) for (t, s), vs, toks in zip(beams, top.values.tolist(), top.indices.tolist())
+                                 for v, tok in zip(vs, toks)), key=lambda c: -c[1])[:beam_size]
+            finished += [c for c in candidates if c[0][-1] == eos_id]  # BUG: set aside, their places refilled next step
+            beams = [c for c in candidates if c[0][-1] != eos_id]
+        rows.append(max(finished + beams, key=lambda c: c[1])[0])
+    length = max(len(r) for r in rows)
+    return torch.tensor([r + [eos_id] * (length - len(r)) for r in rows])
+''',
+        "must_lose": ["test_beam_hidden_widths"],
+        "must_fail_public": ["test_beam_public"],
+    },
+    {
         "name": "beam_keeps_best_per_hypothesis_only",
         "function": "beam_search",
         "source": '''

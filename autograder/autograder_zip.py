@@ -56,6 +56,10 @@ if __name__ == "__main__":
 '''
 
 
+class NotACourseAutograder(ValueError):
+    """An autograder zip this bundle cannot grade sealed (not made by ``course build``); the message says what to do."""
+
+
 @dataclass
 class Autograder:
     """An autograder zip (or the folder Gradescope unpacks it into), read. Only ``assets``
@@ -92,15 +96,35 @@ class Autograder:
         return grouped
 
     @classmethod
-    def read(cls, zip_path: Path) -> "Autograder":
-        """Read an autograder zip, or the folder it was unpacked into, without extracting anything."""
-        with opened(zip_path) as zf:
-            tests = read_tests(zf)
-            config = json.loads(zf.read(CONFIG_FILE))
-            golden = json.loads(zf.read(GOLDEN_ENTRY))["values"]
-            sources = [{"question": Path(name).stem, "source": zf.read(name).decode("utf-8")}
-                       for name in zf.namelist() if _is_test_file(name)]
-        return cls(Path(zip_path), config["assignment_name"], tests, sorted(sources, key=lambda s: s["question"]),
+    def read(cls, zip_path: Path, *, need_golden: bool = True) -> "Autograder":
+        """Read an autograder zip, or the folder it was unpacked into, without extracting anything.
+        Raises NotACourseAutograder, saying what to do, for a zip ``course build`` did not make (plain
+        ``otter assign`` writes no golden values, which sealed grading judges by); ``need_golden=False``
+        (unsealed otter grading) reads such a zip with no golden values."""
+        try:
+            with opened(zip_path) as zf:
+                names = set(zf.namelist())
+                if GOLDEN_ENTRY not in names and need_golden:
+                    raise NotACourseAutograder(
+                        f"{Path(zip_path).name} has no golden values ({GOLDEN_ENTRY}): it was not built by `course build` "
+                        "(plain `otter assign`?). Sealed grading judges the values a submission's tests collect against "
+                        "golden values outside the notebook, so it cannot grade this zip. Rebuild the assignment from its "
+                        "master with `course build` (docs/instructors/writing-an-assignment.md), or grade it unsealed, "
+                        "for code you trust only, with `course grade --unsafe` or `otter run`")
+                if CONFIG_FILE not in names:
+                    raise NotACourseAutograder(f"{Path(zip_path).name} is not an otter autograder zip (no {CONFIG_FILE})")
+                tests = read_tests(zf)
+                config = json.loads(zf.read(CONFIG_FILE))
+                golden = json.loads(zf.read(GOLDEN_ENTRY))["values"] if GOLDEN_ENTRY in names else {}
+                sources = [{"question": Path(name).stem, "source": zf.read(name).decode("utf-8")}
+                           for name in names if _is_test_file(name)]
+        except (zipfile.BadZipFile, OSError, KeyError, ValueError) as err:
+            if isinstance(err, NotACourseAutograder):
+                raise
+            raise NotACourseAutograder(f"{Path(zip_path).name} could not be read as an autograder zip: "
+                                       f"{type(err).__name__}: {str(err)[:200]}") from None
+        name = config.get("assignment_name") or Path(zip_path).stem.removesuffix("-autograder")
+        return cls(Path(zip_path), name, tests, sorted(sources, key=lambda s: s["question"]),
                    golden, sha256(Path(zip_path)) if Path(zip_path).is_file() else "")
 
     @classmethod

@@ -155,6 +155,21 @@ def check_recording(questions: dict, golden: dict, notebook_error: tuple | None)
         raise CourseError("the master is not ready to build:\n- " + "\n- ".join(problems))
 
 
+def exact_float_checks(values: dict) -> list[str]:
+    """Golden float values with fractions compared with ``rtol=0, atol=0``: a correct implementation
+    that sums in another order (einsum against matmul, float32 against float64) fails such a check
+    (whole numbers, such as a 0/1 matrix, are exact in any order and pass)."""
+    found = []
+    for key, spec in sorted(values.items()):
+        expected = spec.get("expected") or {}
+        if (spec.get("check") == "close" and expected.get("kind") == "array" and str(expected.get("dtype", "")).startswith("float")
+                and not spec.get("rtol") and not spec.get("atol")
+                and not all(float(x).is_integer() for x in expected.get("data", []))):  # 0/1 or whole numbers are exact
+            found.append(f"{key} ({spec.get('test')}) compares a float value exactly (rtol=0, atol=0): correct code that "
+                         "adds in another order fails it; give a tolerance such as rtol=1e-5, atol=1e-6")
+    return found
+
+
 def stable_cell_id(index: int, cell) -> str:
     digest = hashlib.sha1(f"{cell.cell_type}\n{cell.source}".encode("utf-8")).hexdigest()[:8]
     return f"c{index:03d}-{digest}"
@@ -196,7 +211,10 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
     temporary folder); by default they are ``notebooks/`` and ``out/autograders/``.
     """
     started = time.perf_counter()
-    layout.master(slug)  # an unknown slug fails here, naming the known ones
+    problems = master.problems_before_running(master.read(layout.master(slug)), slug)  # an unknown slug fails here
+    if problems:  # said before anything runs: a master in otter's older formats stops here, not minutes later
+        raise CourseError(f"{layout.master(slug)} is not ready to build (see {master.FORMAT_PAGE}):\n- "
+                          + "\n- ".join(problems))
     notebooks_dir = notebooks_dir or layout.notebooks
     autograder_dir = autograder_dir or layout.autograder_zip(slug).parent
     with tempfile.TemporaryDirectory(prefix=f"course-build-{slug}-") as tmp:
@@ -217,6 +235,8 @@ def build(layout: Layout, slug: str, *, notebooks_dir: Path | None = None, autog
     def shown(path: Path) -> Path:
         return path.relative_to(layout.root) if path.is_relative_to(layout.root) else path
 
+    for warning in exact_float_checks(golden["values"]):
+        log(f"[{slug}] warning: {warning}")
     log(f"[{slug}] {len(golden['values'])} golden values; student notebook -> {shown(notebooks_dir / slug)}; "
         f"autograder -> {shown(ag_zip)} ({seconds:.1f} s)")
     return Autograder.read(ag_zip)

@@ -24,7 +24,7 @@ import nbformat
 
 from helpers.core.models import prepare_bundled_gpt
 
-from .autograder_zip import Autograder
+from .autograder_zip import Autograder, NotACourseAutograder
 from .batch import Batch
 from .layout import CourseError, Layout
 from .reports import limits_record, now, write_reports, write_run_record
@@ -67,7 +67,10 @@ class Grader:
 
     def loaded(self, zip_path: Path) -> Autograder:
         """The autograder zip, read once per run (its public files extracted for the sandboxes)."""
-        autograder = self._batch.sandboxes().autograder(zip_path)
+        try:
+            autograder = self._batch.sandboxes().autograder(zip_path)
+        except NotACourseAutograder as err:  # the instructor's zip, not the submission: stop the run, say why
+            raise CourseError(str(err)) from None
         with self._lock:
             if zip_path not in self._prepared and autograder.needs_bundled_gpt:
                 try:  # converted once here: the sandboxes see the cache read-only
@@ -89,7 +92,7 @@ class Grader:
             if self.unsafe:  # otter's own run: no pool, the zip read as otter reads it
                 row.update(assignment=slug, autograder_sha256=sha256(zip_path))
                 row.update(run_worker(path, zip_path, self.limits))
-                possible = Autograder.read(zip_path).possible
+                possible = Autograder.read(zip_path, need_golden=False).possible
             else:  # read once per run: tests, points and the zip's hash
                 autograder = self.loaded(zip_path)
                 row.update(assignment=slug, autograder_sha256=autograder.sha256)
@@ -131,6 +134,11 @@ class Grader:
             log(pool.unseen_memory_note)
 
     def run(self, log=print) -> list[dict]:
+        if self.autograder and not self.unsafe:  # a zip sealed grading cannot judge stops here, with what to do
+            try:
+                Autograder.read(self.autograder)
+            except NotACourseAutograder as err:
+                raise CourseError(str(err)) from None
         private = [self.submissions, self.out, self.layout.solutions, self.layout.out,
                    *([self.autograder] if self.autograder else [])]
         self._batch = Batch(self.submissions, self.out, ROWS, self.jobs, self.force,

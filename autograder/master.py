@@ -164,3 +164,55 @@ def solution_lines(source: str) -> Iterator[tuple[str, bool]]:
             yield line.rsplit("#", 1)[0], True
         else:
             yield line, False
+
+
+#: What every master's configuration must say for sealed grading: the golden values and the helpers
+#: ship in the zip; tests are pytest-style functions (otter's OK format checks inside the kernel).
+REQUIRED_AUTOGRADER_FILES = ("golden_values.json", "helpers")
+#: Where the instructor reads what a master must hold.
+FORMAT_PAGE = "docs/instructors/writing-an-assignment.md"
+
+
+def problems_before_running(nb, slug: str) -> list[str]:
+    """What keeps a master from building, found by reading it alone (nothing is executed): a
+    missing or wrong configuration, otter's OK-format or assert-only tests, a public test worth
+    points, a test worth points that checks nothing through ``expect``. Each entry says what to change.
+    ``course build`` refuses such a master at once instead of after running it."""
+    try:
+        config = assignment_config(nb)
+    except MasterFormatError as err:
+        return [f"{err} (copy the one of {FORMAT_PAGE})"]
+    found = []
+    if config.get("name") != slug:
+        found.append(f"the configuration's name is {config.get('name')!r}; it must be the folder's name, {slug!r}")
+    listed = config.get("autograder_files") or []
+    missing = [name for name in REQUIRED_AUTOGRADER_FILES if name not in listed]
+    if missing:
+        found.append(f"autograder_files must list {', '.join(missing)} (the golden values and the helpers ship in the "
+                     "autograder zip, never to students)")
+    tests = config.get("tests") or {}
+    if tests.get("ok_format", True) is not False:
+        found.append("tests must say ok_format: false: each test is a pytest-style function that checks through "
+                     "expect() (otter's OK-format tests check inside the student's kernel, which sealed grading "
+                     "cannot trust)")
+    try:
+        cells = list(walk(nb))
+    except MasterFormatError as err:
+        return found + [str(err)]
+    for cell, place in cells:
+        if not place.in_tests or cell.cell_type != "code":
+            continue
+        where = place.question.name if place.question else "a test block outside any question"
+        try:
+            test = parse_test(cell.source)
+        except (MasterFormatError, SyntaxError):
+            first = next((line for line in cell.source.splitlines() if line.strip()), "")[:60]
+            found.append(f"{where}: a test cell that defines no test_ function ({first!r}: assert lines and doctests "
+                         "are otter's older formats; write def test_...(the_function): ... expect(...))")
+            continue
+        if test.points and not test.hidden:
+            found.append(f"{where}/{test.name} is public but worth {test.points:g} points; public tests must be worth 0")
+        if test.points and not re.search(r"\bexpect(_between)?\(", test.code):
+            found.append(f"{where}/{test.name} is worth points but checks nothing through expect() or expect_between(); "
+                         "sealed grading could not score it")
+    return found

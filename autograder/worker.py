@@ -39,7 +39,7 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
 
     # Grade the notebook alone, under the name its init cell expects: students rename files,
     # and a zip's other files (the PDF) are for manual grading.
-    autograder = Autograder.read(autograder_zip)
+    autograder = Autograder.read(autograder_zip, need_golden=False)  # otter's own zips too: otter judges here
     submission = Path.cwd() / autograder.notebook_name
     nbformat.write(nb, submission)
 

@@ -50,7 +50,7 @@ def cmd_grade(args) -> int:
                     Limits(timeout=args.timeout, memory_mb=args.memory, processes=args.processes), jobs=args.jobs,
                     force=args.force, assignment=args.assignment,
                     autograder=Path(args.autograder).resolve() if args.autograder else None, unsafe=args.unsafe,
-                    sandbox_mode=args.sandbox)
+                    sandbox_mode=args.sandbox, roster=Path(args.roster).resolve() if args.roster else None)
     rows = grader.run()
     print(format_table(rows))
     if args.nbgrader_gradebook:
@@ -60,7 +60,8 @@ def cmd_grade(args) -> int:
         print(f"\nnbgrader gradebook {args.nbgrader_gradebook}: {counts['submissions']} submission(s) written, "
               f"{counts['skipped']} skipped; written answers wait in the formgrader")
     print(f"\n{len(rows)} submission(s) in {time.perf_counter() - started:.1f} s; "
-          f"results: {grader.out / 'results.csv'} and results.json; feedback: {grader.out / 'feedback'}/")
+          f"results: {grader.out / 'results.csv'} and results.json; feedback: {grader.out / 'feedback'}/; "
+          f"gradebooks (one per assignment, and its Canvas form): {grader.out / 'gradebook'}/")
     return 0
 
 
@@ -151,6 +152,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="regrade submissions that already have a row")
     g.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     g.add_argument("--autograder", help="autograder zip to use instead of out/autograders/<slug>-autograder.zip")
+    g.add_argument("--roster", metavar="CSV",
+                   help="whose each upload is, for the gradebook: a CSV with a 'student' column and optionally 'name' "
+                        "and 'file' (the start of that student's file names); without it, Canvas's and Moodle's "
+                        "bulk-download names, a folder per student, or the file name tell")
     g.add_argument("--nbgrader-gradebook", metavar="PATH",
                    help="also write the scores into this nbgrader gradebook.db (the assignment made there by "
                         "`nbgrader generate_assignment`) and the notebooks into autograded/ beside it, for the "

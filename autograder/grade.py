@@ -25,11 +25,13 @@ import nbformat
 from helpers.core.models import prepare_bundled_gpt
 
 from .autograder_zip import Autograder, NotACourseAutograder
+from . import master
 from .batch import Batch
+from .gradebook import read_roster, write_gradebooks
 from .layout import CourseError, Layout
 from .reports import limits_record, now, write_reports, write_run_record
 from .sandbox import SandboxLimits, SandboxUnavailable
-from .submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
+from .submissions import InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256
 from .worker import run_worker
 
 #: Time, memory (all processes of a submission together), process and output limits.
@@ -51,6 +53,7 @@ class Grader:
     unsafe: bool = False  # plain otter grading in the grader's account: only for trusted code
     threads: int | None = None  # torch/OpenMP threads per submission (default: the cores shared among jobs)
     sandbox_mode: str | None = None  # auto, bubblewrap or posix (default: $COURSE_SANDBOX, else auto)
+    roster: Path | None = None  # a CSV telling whose each upload is (the gradebook's student column)
     _prepared: set = field(default_factory=set, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -147,5 +150,20 @@ class Grader:
                                reused="{n} submission(s) already graded and unchanged (use --force to regrade)",
                                before=lambda todo: self.start_sandboxes(todo, log))
         write_reports(rows, self.out)
+        _, strays = find_submissions(self.submissions)
+        write_gradebooks(rows, [p.relative_to(self.submissions).as_posix() for p in strays], self.out,
+                         self.written_questions(rows), read_roster(self.roster) if self.roster else None)
         write_run_record(self.out, self.submissions, self.limits, not self.unsafe, self.sandbox_mode)
         return rows
+
+    def written_questions(self, rows: list[dict]) -> dict[str, list[tuple[str, float]]]:
+        """Each graded assignment's written questions and their points, from its master (none when the
+        master is not in this bundle, as for a zip given with --autograder)."""
+        found = {}
+        for slug in {row["assignment"] for row in rows if row["assignment"]}:
+            try:
+                nb = master.read(self.layout.master(slug))
+            except (CourseError, OSError, ValueError):
+                continue
+            found[slug] = [(q.name, float(q.points or 0)) for q in master.questions(nb, manual=True)]
+        return found

@@ -72,6 +72,7 @@ def render(slug: str, graded: list[Graded], batch: Batch, base: Path, template: 
             ("tests", "Tests", sections.tests(graded)),
             ("mistakes", "Common mistakes", sections.mistakes(graded, base)),
             ("similar", "Similar submissions", sections.similar(pairs, compared, len(graded), base, links, reason)),
+            ("every", "Every submission", sections.every_submission(graded, base)),
             ("graded", "What graded", sections.what_graded(batch, graded, now(), bundle))]
     finished = sections.unfinished_share(graded)
     subtitle = (f"{len(graded)} submission(s) ({finished}), graded by {esc(batch.kind)}; results in "

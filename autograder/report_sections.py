@@ -1,4 +1,4 @@
-"""The five sections of the report page, each a function from the graded submissions to HTML."""
+"""The sections of the report page, each a function from the graded submissions to HTML."""
 
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ def scores(graded: list[Graded], base: Path) -> str:
     if values:
         ordered = sorted(values)
         median = ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1:][:2]) / 2
-        parts.append(f'<p class="why">{len(values)} scored submission(s): mean {sum(values) / len(values):.2f}, '
-                     f"median {median:g} of {possible:g} points; {sum(v >= possible > 0 for v in values)} at full "
-                     f"marks, {sum(v <= 0 for v in values)} at zero.</p>")
+        mean = sum(values) / len(values)
+        spread = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+        parts.append(f'<p class="why">{len(values)} scored submission(s): mean {mean:.2f}, standard deviation '
+                     f"{spread:.2f}, median {median:g} of {possible:g} autograded points; "
+                     f"{sum(v >= possible > 0 for v in values)} at full marks, {sum(v <= 0 for v in values)} at zero.</p>")
         alt = f"histogram of the total scores of {len(values)} submissions"
         parts.append(f'<figure><picture><source media="(max-width: 760px)" srcset="{histogram(values, possible, True)}">'
                      f'<img src="{histogram(values, possible)}" alt="{alt}" width="1040" height="364"></picture>'
@@ -53,7 +55,7 @@ def scores(graded: list[Graded], base: Path) -> str:
     if unfinished:
         order = {s: i for i, s in enumerate(STATUSES)}
         unfinished.sort(key=lambda g: (order.get(g.status, 99), g.name))
-        parts.append(f"<h3>Did not finish cleanly ({len(unfinished)})</h3>")
+        parts.append(f"<h3>Status other than ok ({len(unfinished)})</h3>")
         parts.append('<p class="why">Each links to the feedback its student got; a timeout or memory stop that '
                      "many share points at the limits rather than at the students.</p>")
         rows = [row([link(g.feedback, g.name, base), f'<span class="tag">{esc(g.status)}</span>',
@@ -62,6 +64,26 @@ def scores(graded: list[Graded], base: Path) -> str:
         if len(unfinished) > MOST_LISTED:
             parts.append(f"<p>… and {len(unfinished) - MOST_LISTED} more (results.csv lists them all).</p>")
     return "".join(parts)
+
+
+def every_submission(graded: list[Graded], base: Path) -> str:
+    """Every submission, one click from its feedback: its total, its status, and a word where the two
+    seem to disagree."""
+    ordered = sorted(graded, key=lambda g: g.name)
+    rows = [row([link(g.feedback, g.name, base), f"{num(g.total)} / {num(g.possible)}",
+                 f'<span class="tag">{esc(g.status)}</span>', message(_explained(g)[:300])], {1}) for g in ordered]
+    return ('<p class="why">Every submission graded, by name, each linked to the feedback its student got. '
+            "The totals are the autograded points; the written questions are graded by hand.</p>"
+            + table(["submission (feedback)", "autograded", "status", "message"], rows, {1}))
+
+
+def _explained(g: Graded) -> str:
+    """The row's message, with a word where points and status seem to disagree."""
+    if g.status == "error" and g.possible and g.total >= g.possible:
+        return ("every test passed; the error was in a cell no test needs (it costs no points): " + g.message)
+    if g.status == "ok" and g.possible and g.total <= 0:
+        return g.message or "ran to the end, but no test passed"
+    return g.message
 
 
 def tests(graded: list[Graded]) -> str:

@@ -18,6 +18,9 @@ STRONG_PASS_BELOW = 0.5
 NEGATIVE_CORRELATION = -0.3
 #: Fewest submissions for a flag (fewer say nothing about a test).
 FEWEST = 3
+#: A correlation flag rests on at least this many passing and this many failing submissions: on three
+#: failures a correlation of -0.3 is chance.
+FEWEST_EACH_SIDE = 5
 
 
 @dataclass
@@ -115,8 +118,11 @@ def _one_test(key: tuple, pairs: list) -> ByTest:
     if n >= FEWEST and stats.passed == 0:
         stats.flags.append("nobody passes it")
         stats.severity = max(stats.severity, 2)
-    if n >= 8 and stats.correlation is not None and stats.correlation <= NEGATIVE_CORRELATION:
-        stats.flags.append(f"passing it goes with a lower score elsewhere (correlation {stats.correlation:.2f})")
+    failing = n - stats.passed
+    if (min(stats.passed, failing) >= FEWEST_EACH_SIDE and stats.correlation is not None
+            and stats.correlation <= NEGATIVE_CORRELATION):
+        stats.flags.append(f"passing it goes with a lower score elsewhere (correlation {stats.correlation:.2f}, on "
+                           f"{stats.passed} passing and {failing} failing submissions)")
         stats.severity = max(stats.severity, 1.5 - stats.correlation)
     if n >= FEWEST and stats.passed == n:  # a public check is meant to be passed before handing in
         public = not stats.hidden and not stats.points

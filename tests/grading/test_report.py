@@ -427,3 +427,37 @@ def test_workers_read_code_as_this_process_does(tmp_path):
     assert [c.fingerprint.hash_idx for c in alone] == [c.fingerprint.hash_idx for c in forked]
     pairs = similar_pairs(forked)
     assert (pairs[0].a.name, pairs[0].b.name) == ("s007.ipynb", "s999.ipynb")
+
+
+def test_every_submission_is_one_click_from_the_page_with_its_score_and_status(small_results):
+    """Not only those that failed something: every graded submission is listed, linked to its feedback,
+    with its total; an error that cost no point is explained; the spread of the totals is given."""
+    results, _ = small_results
+    page, _ = made(results)
+    every = page.split('id="every"', 1)[1]
+    for name in [f"s{i}.ipynb" for i in range(7)] + ["blank.ipynb"]:
+        assert f'href="feedback/{name}.txt"' in every, name
+    assert 'href="feedback/Ada%20Lovelace%20%28late%29.ipynb.txt"' in every
+    assert "standard deviation" in page and "Status other than ok (2)" in page
+
+
+def test_a_correlation_flag_needs_enough_submissions_on_each_side_and_says_how_many():
+    from autograder.report_input import Graded
+    from autograder.report_stats import FEWEST_EACH_SIDE, by_test
+
+    def graded(failing: int, n: int = 14) -> list[Graded]:
+        found = []
+        for i in range(n):
+            fails = i < failing  # those who fail "t" do better on "other"
+            cases = [{"question": "q1", "test": "t", "hidden": True, "points": 1, "passed": not fails, "message": ""},
+                     {"question": "q2", "test": "other", "hidden": True, "points": 10, "passed": True, "message": ""}]
+            other = 10 if fails else (i % 3) * 4
+            cases[1]["passed"] = other == 10
+            found.append(Graded(f"s{i}", "a", "ok", "", (0 if fails else 1) + other, 11, {}, cases=cases))
+        return found
+
+    few = next(s for s in by_test(graded(FEWEST_EACH_SIDE - 2)) if s.test == "t")
+    assert not any("lower score elsewhere" in f for f in few.flags), few.flags
+    enough = next(s for s in by_test(graded(FEWEST_EACH_SIDE + 1)) if s.test == "t")
+    flag = next(f for f in enough.flags if "lower score elsewhere" in f)
+    assert f"on {14 - FEWEST_EACH_SIDE - 1} passing and {FEWEST_EACH_SIDE + 1} failing submissions" in flag

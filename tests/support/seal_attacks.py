@@ -23,6 +23,18 @@ FORGED = "ADV-CHANNEL-FORGED"
 HIDDEN_SOURCE_MARK = "def test_"
 
 
+#: In a hostile cell: the source of the test file the kernel is running (the test driver holds it in a
+#: frame's locals), which every leak below tries to carry out.
+FINDS_THE_TESTS_SOURCE = '''def _hidden_source():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "source" in frame.f_locals and isinstance(frame.f_locals["source"], str):
+            return frame.f_locals["source"]
+        frame = frame.f_back
+    return "(no source found)"
+'''
+
+
 def seal_attacks() -> list[dict]:
     """[{name, expect: statuses the row may have, cell}]"""
     return [
@@ -151,14 +163,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
 """},
         {"name": "quotes_the_hidden_tests_in_its_errors", "expect": ("ok", "error", "memory"), "cell": """
 import sys
-def _hidden_source():
-    frame = sys._getframe(1)
-    while frame is not None:
-        if "source" in frame.f_locals and isinstance(frame.f_locals["source"], str):
-            return frame.f_locals["source"]
-        frame = frame.f_back
-    return "(no source found)"
-def softmax_attention(*args, **kwargs):
+""" + FINDS_THE_TESTS_SOURCE + """def softmax_attention(*args, **kwargs):
     raise MemoryError(_hidden_source())
 def quadratic_kernel(*args, **kwargs):
     raise ValueError(_hidden_source())
@@ -185,14 +190,7 @@ time.sleep(60)
         # the hidden tests' source (an error record per key, a forged test name, a real name twice)
         {"name": "leaks_tests_through_every_field_it_writes", "expect": ("tampered",), "cell": """
 import json, os, re, sys
-def _hidden_source():
-    frame = sys._getframe(1)
-    while frame is not None:
-        if "source" in frame.f_locals and isinstance(frame.f_locals["source"], str):
-            return frame.f_locals["source"]
-        frame = frame.f_back
-    return "(no source found)"
-def _leak(*args, **kwargs):
+""" + FINDS_THE_TESTS_SOURCE + """def _leak(*args, **kwargs):
     source = _hidden_source()
     outbox = os.environ.get("COURSE_GOLDEN_OUTBOX")
     if outbox:

@@ -254,23 +254,31 @@ class Seal:
         """
         result = SandboxRun()
         group = self._new_group(limits)
-        place = self._place(uid, limits)
-        channel_r, channel_w = os.pipe()
-        lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
-        env = {**env, "HOME": place.home, "TMPDIR": place.tmp, CHANNEL_ENV: str(channel_w), LIFELINE_ENV: str(lifeline_r)}
-        command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
-        if group is not None:  # joined while still root, before anything of the run starts
-            command = [*group.join_command(), *command]
-        meter = self._meter(uid, place)
         machine = MachineMemory(self) if group is None else None
-        started = time.perf_counter()
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    pass_fds=(channel_w, lifeline_r), start_new_session=True, cwd=place.cwd,
-                                    env=env if place.cwd else None)
-        finally:
-            os.close(channel_w)
-            os.close(lifeline_r)
+            place = self._place(uid, limits)
+            channel_r, channel_w = os.pipe()
+            lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
+            env = {**env, "HOME": place.home, "TMPDIR": place.tmp, CHANNEL_ENV: str(channel_w),
+                   LIFELINE_ENV: str(lifeline_r)}
+            command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
+            if group is not None:  # joined while still root, before anything of the run starts
+                command = [*group.join_command(), *command]
+            meter = self._meter(uid, place)
+            started = time.perf_counter()
+            try:
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, pass_fds=(channel_w, lifeline_r),
+                                        start_new_session=True, cwd=place.cwd, env=env if place.cwd else None)
+            finally:
+                os.close(channel_w)
+                os.close(lifeline_r)
+        except BaseException:  # nothing started: the group and the machine's count are given back
+            if group is not None:
+                group.remove()
+            if machine:
+                machine.close()
+            raise
         output = Drain(proc.stdout, limits.output_bytes)
         channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
         replies = Replies(proc.stdin)

@@ -157,7 +157,7 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
     copy.mkdir(parents=True)
     # the sandbox, its seal, what it measures, its streams and the protocol it shares with the runner
     for module in ("sandbox.py", "seal_bubblewrap.py", "holdings.py", "uids.py", "streams.py", "protocol.py",
-                   "sandbox_runner.py"):
+                   "sandbox_runner.py", "cgroups.py"):
         shutil.copy(REPO / "autograder" / module, copy / module)
     shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the pool copies it
     (copy / "__init__.py").write_text("")

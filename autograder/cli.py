@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from .layout import CourseError, Layout
-from .sandbox import SandboxLimits
+from autograder.layout import CourseError, Layout
+from autograder.sandbox.seal import SandboxLimits
 
 #: The limits' defaults, as the sandbox defines them (the options show and override them).
 LIMITS = SandboxLimits()
@@ -23,14 +23,14 @@ def find_layout(args) -> Layout:
 
 
 def cmd_build(args) -> int:
-    from .build import build_all
+    from autograder.build.assign import build_all
 
     layout = find_layout(args)
     slugs = args.slugs or layout.slugs()
     built = build_all(layout, slugs, jobs=args.jobs)
     for autograder in built:
         if args.nbgrader:
-            from .nbgrader_source import add_to_course
+            from autograder.platforms.nbgrader.source import add_to_course
 
             notebook = add_to_course(layout, autograder, Path(args.nbgrader).resolve())
             print(f"[{autograder.name}] nbgrader source -> {notebook}")
@@ -41,8 +41,8 @@ def cmd_build(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .grade import Grader, Limits
-    from .reports import format_table
+    from autograder.grade.grader import Grader, Limits
+    from autograder.grade.results import format_table
 
     layout = find_layout(args)
     started = time.perf_counter()
@@ -54,7 +54,7 @@ def cmd_grade(args) -> int:
     rows = grader.run()
     print(format_table(rows))
     if args.nbgrader_gradebook:
-        from .nbgrader_gradebook import write_gradebook
+        from autograder.platforms.nbgrader.gradebook import write_gradebook
 
         counts = write_gradebook(rows, Path(args.nbgrader_gradebook), layout, grader.submissions)
         print(f"\nnbgrader gradebook {args.nbgrader_gradebook}: {counts['submissions']} submission(s) written, "
@@ -66,8 +66,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_pdf(args) -> int:
-    from .grade import Limits
-    from .pdf import PdfMaker, summary
+    from autograder.grade.grader import Limits
+    from autograder.pdf import PdfMaker, summary
 
     layout = find_layout(args)
     maker = PdfMaker(layout, Path(args.submissions).resolve(), Path(args.out).resolve(), jobs=args.jobs,
@@ -80,7 +80,7 @@ def cmd_pdf(args) -> int:
 
 
 def cmd_gradescope_check(args) -> int:
-    from .gradescope import emulate
+    from autograder.platforms.gradescope import emulate
 
     results = emulate(Path(args.zip).resolve(), Path(args.submission).resolve(), mode=args.sandbox)
     log = results.pop("_log", "")
@@ -95,8 +95,8 @@ def cmd_gradescope_check(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .check import check
-    from .release import release_problems
+    from autograder.build.check import check
+    from autograder.build.release import release_problems
 
     layout = find_layout(args)
     problems = release_problems(layout, Path(args.release).resolve()) if args.release else check(layout, args.slugs or None)
@@ -107,7 +107,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_new(args) -> int:
-    from .new import new_assignment
+    from autograder.build.new import new_assignment
 
     layout = find_layout(args)
     for path in new_assignment(layout, args.slug):
@@ -118,7 +118,7 @@ def cmd_new(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .release import make_release
+    from autograder.build.release import make_release
 
     dest = Path(args.dest).resolve()
     problems = make_release(find_layout(args), dest, args.slugs or None, force=args.force)
@@ -133,7 +133,7 @@ def cmd_release(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import main_report
+    from autograder.report.compose import main_report
 
     try:  # the bundle gives the template (the code students were given); a report can do without
         layout = Layout.find(args.course)
@@ -143,7 +143,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import demo
+    from autograder.demo import demo
 
     return demo(find_layout(args), Path(args.out).resolve() if args.out else None, unsafe=args.unsafe)
 

@@ -13,12 +13,12 @@ import shutil
 import time
 from pathlib import Path
 
-from .build import build_all
-from .grade import Grader, Limits
-from .reports import format_table
-from .layout import Layout
-from .report import make_reports
-from .samples import write_samples
+from autograder.build.assign import build_all
+from autograder.grade.grader import Grader, Limits
+from autograder.grade.results import format_table
+from autograder.layout import Layout
+from autograder.report.compose import make_reports
+from autograder.samples import write_samples
 
 #: Graded for every assignment, with the default limits.
 ASSIGNMENT_SAMPLES = ("complete.ipynb", "complete_export.zip", "partial.ipynb")

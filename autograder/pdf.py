@@ -4,7 +4,7 @@ A notebook saved without outputs (the student never saved after running it) is e
 sealed in the grading sandbox as ``course grade`` runs it, in the grading setting; its first page says
 so. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
 assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
-Submissions are found, resumed and worked through as ``course grade`` does it (:class:`autograder.batch.Batch`). One that cannot be rendered at all (not a
+Submissions are found, resumed and worked through as ``course grade`` does it (:class:`autograder.grade.batch.Batch`). One that cannot be rendered at all (not a
 notebook, no notebook in the zip, not an assignment of this course) gets a notice page in the
 merged file and a line in ``OUT/pdf-log.txt``; the others go on. A rerun reuses every PDF whose
 submission bytes and options are unchanged.
@@ -22,12 +22,12 @@ import nbformat
 
 from helpers.core.pdf import LatexMissing, latex_missing, render_notice, render_pdf
 
-from . import master
-from .batch import Batch
-from .layout import CourseError, Layout
-from .reports import write_atomically
-from .sandbox import SandboxLimits, SandboxUnavailable
-from .submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
+from autograder.build import master
+from autograder.grade.batch import Batch
+from autograder.grade.results import write_atomically
+from autograder.grade.submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
+from autograder.layout import CourseError, Layout
+from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.
 RENDERER_VERSION = 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from .layout import Layout
+from autograder.layout import Layout
 
 #: sample name -> the status(es) ``course grade`` must give it
 EXPECTED_STATUS = {

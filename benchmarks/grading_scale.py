@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import build
+from autograder.build.assign import build
 from autograder.layout import Layout
 from autograder.samples import write_samples
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grade import Grader, Limits
+from autograder.grade.grader import Grader, Limits
 from autograder.layout import Layout
 from reference import solved_student_notebook
 
@@ -81,7 +81,7 @@ def main(copies: int = 6) -> None:
 
         gradescope = None
         if os.geteuid() == 0:
-            from autograder.gradescope import emulate
+            from autograder.platforms.gradescope import emulate
 
             import queue
 

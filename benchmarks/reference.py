@@ -32,7 +32,7 @@ def load_reference(slug: str) -> dict:
 def solved_student_notebook(layout, slug: str, folder: Path):
     """Build ``slug`` into ``folder`` and return its student notebook with every TODO solved
     (the "complete" sample submission): what a student who finished everything hands in."""
-    from autograder.build import build
+    from autograder.build.assign import build
     from autograder.samples import write_samples
 
     build(layout, slug, notebooks_dir=folder / "notebooks", log=lambda *a: None)

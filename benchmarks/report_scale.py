@@ -29,13 +29,12 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-# the variants (tests/) and the batch helpers (tests/support/) are the tests' material
-for folder in (REPO / "tests", REPO / "tests" / "support"):
-    sys.path.insert(0, str(folder))
+# the attacks, variants and batch helpers are the tests' own (the tests package, from the top of the repository)
+sys.path.insert(0, str(REPO))
 
-from kernel_attention_variants import CORRECT, WRONG  # noqa: E402
-from notebook_edits import edited_functions  # noqa: E402
-from report_batches import (disguised_copy, master_tests, mistake, solved, synthetic_row, template,  # noqa: E402
+from tests.kernel_attention_variants import CORRECT, WRONG  # noqa: E402
+from tests.support.notebook_edits import edited_functions  # noqa: E402
+from tests.support.report_batches import (disguised_copy, master_tests, mistake, solved, synthetic_row, template,  # noqa: E402
                             with_variant, write_results)
 
 SLUG = "kernel_attention"

@@ -38,14 +38,13 @@ from pathlib import Path
 import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
-# the attacks are the suite's own (tests/support/), and some are made from the variants (tests/)
-for folder in (REPO / "tests", REPO / "tests" / "support"):
-    sys.path.insert(0, str(folder))
+# the attacks, variants and batch helpers are the tests' own (the tests package, from the top of the repository)
+sys.path.insert(0, str(REPO))
 
-from adversarial import make_attacks, with_attack  # noqa: E402
-from seal_attacks import row_problems, seal_attacks, traces  # noqa: E402
+from tests.support.adversarial import make_attacks, with_attack  # noqa: E402
+from tests.support.seal_attacks import row_problems, seal_attacks, traces  # noqa: E402
 
-from autograder.grade import Grader, Limits  # noqa: E402
+from autograder.grade.grader import Grader, Limits  # noqa: E402
 from autograder.layout import Layout  # noqa: E402
 from autograder.samples import write_samples  # noqa: E402
 
@@ -94,7 +93,7 @@ def grade_locally(course: Path, subs: Path, out: Path, mode: str) -> dict[str, t
 def grade_on_gradescope(course: Path, subs: Path, out: Path, skip: set[str], alone: bool = False) -> dict[str, tuple[dict, str]]:
     """As Gradescope runs the zip; ``skip``: attacks that wait for the time limit (300 s there);
     ``alone``: one at a time with no control group, as in Gradescope's containers."""
-    from autograder.gradescope import emulate
+    from autograder.platforms.gradescope import emulate
 
     zip_path = next((course / "out" / "autograders").glob("*.zip"))
 

@@ -12,7 +12,7 @@ other's (``pack_wrong``, ``pack_correct``, at the end). Sources may use what the
 cell imports (``torch``, ``nn``, ``F``) and the other functions and classes the students write.
 """
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 _AUTOENCODER_METHODS = '''
     def encode(self, x):

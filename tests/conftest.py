@@ -8,25 +8,21 @@ is in ``support/batches.py``: no module imports this one.
 
 import importlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-# tests import the suite's support modules (support/) and each assignment's known-wrong and
-# known-correct variants (<slug>_variants.py, beside this file, as DESIGN.md names them) by plain name
-TESTS = Path(__file__).parent
-for folder in (TESTS, TESTS / "support"):
-    sys.path.insert(0, str(folder))
+# tests import the suite's support modules (tests.support) and each assignment's known-wrong and
+# known-correct variants (tests/<slug>_variants.py) as modules of the tests package
 # builds, grading runs and tests use the fast training/timing budget
 os.environ.setdefault("COURSE_SETTING", "grading")
 
 import nbformat  # noqa: E402
 
-from adversarial import Listener  # noqa: E402
-from autograder.build import build  # noqa: E402
+from tests.support.adversarial import Listener  # noqa: E402
+from autograder.build.assign import build  # noqa: E402
 from autograder.layout import OUT_ENV, Layout  # noqa: E402
-from batches import BATCH_LIMITS, LIMITS, REPO, SLUG, Batch, grade_batch, tree_digest, write_batch  # noqa: E402
+from tests.support.batches import BATCH_LIMITS, LIMITS, REPO, SLUG, Batch, grade_batch, tree_digest, write_batch  # noqa: E402
 
 
 #: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
@@ -68,8 +64,8 @@ def listener():
 @pytest.fixture(scope="session")
 def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
     """(folder, expected statuses per file, host paths the attacks aim at)."""
-    from adversarial import make_attacks, malformed_files, metadata_attack, with_attack
-    from kernel_attention_variants import CORRECT, WRONG
+    from tests.support.adversarial import make_attacks, malformed_files, metadata_attack, with_attack
+    from tests.kernel_attention_variants import CORRECT, WRONG
 
     from helpers.submission import latex_available
 
@@ -83,7 +79,7 @@ def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
     paths = {"repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder,
              "results": results, "host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission",
              "port": listener.port}
-    from seal_attacks import seal_attacks
+    from tests.support.seal_attacks import seal_attacks
 
     attacks = make_attacks(paths) + seal_attacks()
     (folder / "adversarial").mkdir()
@@ -125,7 +121,7 @@ def assignment_batch(layout, tmp_path_factory, request):
             rows, _ = request.getfixturevalue("graded")
             batches[slug] = Batch(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
         if slug not in batches:
-            variants = importlib.import_module(f"{slug}_variants")
+            variants = importlib.import_module(f"tests.{slug}_variants")
             notebooks = tmp_path_factory.mktemp(f"{slug}_notebooks")
             build(layout, slug, notebooks_dir=notebooks, log=lambda *args: None)
             folder = tmp_path_factory.mktemp(f"{slug}_submissions")

@@ -10,7 +10,7 @@ Sources may use what the notebook's setup cell imports (``torch``, ``nn``, ``F``
 functions and classes the students write.
 """
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 WRONG = [
     {

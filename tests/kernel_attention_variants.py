@@ -13,7 +13,7 @@ The sources may use what the notebook's setup cell imports (``math``, ``torch``,
 other functions the students write (``kernel_attention``, ``random_fourier_features``, ...).
 """
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 WRONG = [
     # ------------------------------------------------------------------ softmax_attention

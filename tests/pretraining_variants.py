@@ -10,7 +10,7 @@ Sources may use what the notebook's setup cell imports (``math``, ``torch``, ``n
 ``PAD``) and the other functions and classes the students write.
 """
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 _ATTENTION_HEAD = '''
 class CausalSelfAttention(nn.Module):

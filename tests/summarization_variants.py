@@ -15,7 +15,7 @@ other functions and classes the students write. Many are the master's own defini
 
 import ast
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 
 def _definition(name: str) -> str:

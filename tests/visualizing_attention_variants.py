@@ -11,7 +11,7 @@ Sources may use what the notebook's setup cell imports (``math``, ``torch``, ``F
 where their bugs cannot hide each other's (``pack_wrong``, ``pack_correct``, at the end).
 """
 
-from notebook_edits import master, pack_correct, pack_wrong
+from tests.support.notebook_edits import master, pack_correct, pack_wrong
 
 _GPT_MUST = {"must_lose": ["test_rotary_hidden_queries_and_keys", "test_gpt_attention_hidden_heads"],
              "must_fail_public": ["test_gpt_attention_public"]}

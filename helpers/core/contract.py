@@ -1,7 +1,7 @@
 """The names the grader and the helpers agree on, in one place (standard library only).
 
 The grader sets these environment variables; the helpers read them inside the notebook's kernel.
-What the grader and its sandbox runner agree on besides is :mod:`autograder.protocol`, which builds
+What the grader and its sandbox runner agree on besides is :mod:`autograder.sandbox.protocol`, which builds
 on this module (and is copied into the sandbox with a copy of it).
 """
 
@@ -15,6 +15,10 @@ FAST_ENV = "COURSE_FAST"
 GOLDEN_MODE_ENV = "COURSE_GOLDEN_MODE"
 GOLDEN_FILE_ENV = "COURSE_GOLDEN_FILE"
 GOLDEN_OUTBOX_ENV = "COURSE_GOLDEN_OUTBOX"
+#: The modules (comma-separated) that hand the grader's own measures to ``helpers.core.measures``
+#: (``provide``): set by the build for the kernel that records golden values, since the helpers never
+#: import the grader themselves.
+MEASURE_MODULES_ENV = "COURSE_MEASURE_MODULES"
 #: Name of the golden file next to the notebook inside the autograder.
 GOLDEN_FILENAME = "golden_values.json"
 #: Where the offline models are converted and kept (the grader shares its cache read-only).

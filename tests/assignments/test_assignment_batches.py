@@ -12,9 +12,9 @@ import importlib
 
 import pytest
 
-from autograder.check import _tree_differences
+from autograder.build.check import _tree_differences
 
-from batches import failures, variant_notebook
+from tests.support.batches import failures, variant_notebook
 
 AUTOGRADED_POINTS = {"kernel_attention": 22, "karate_gnn": 15, "autoencoders": 14, "visualizing_attention": 14, "summarization": 43,
                      "attention_foundations": 15, "pretraining": 12}
@@ -22,7 +22,7 @@ AUTOGRADED_POINTS = {"kernel_attention": 22, "karate_gnn": 15, "autoencoders": 1
 
 def variants(kind: str) -> list:
     """(slug, variant) for every WRONG or CORRECT variant of every batched assignment."""
-    return [(slug, v) for slug in AUTOGRADED_POINTS for v in getattr(importlib.import_module(f"{slug}_variants"), kind)]
+    return [(slug, v) for slug in AUTOGRADED_POINTS for v in getattr(importlib.import_module(f"tests.{slug}_variants"), kind)]
 
 
 @pytest.mark.parametrize("slug", AUTOGRADED_POINTS)

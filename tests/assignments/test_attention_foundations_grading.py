@@ -7,10 +7,10 @@ import torch
 from helpers.attention_foundations import (VOCAB, BottleneckDecoder, Encoder, Seq2Seq, discussion_example,
                                            exact_match_by_length, greedy_decode, key_norm_experiment, make_batch,
                                            make_case_examples, orthogonal_keys, random_argmax_sources, train_seq2seq)
-from adversarial import grade_forgeries
-from batches import LIMITS
-from attention_foundations_variants import FORGEABLE_PROPERTIES
-from student_run import printed
+from tests.support.adversarial import grade_forgeries
+from tests.support.batches import LIMITS
+from tests.attention_foundations_variants import FORGEABLE_PROPERTIES
+from tests.support.student_run import printed
 
 SLUG = "attention_foundations"
 

@@ -6,9 +6,9 @@ import torch
 
 from helpers.autoencoders import (fit_linear_autoencoder, linear_map, load_mnist, make_synthetic, pretrain,
                                   principal_angle_cosines)
-from adversarial import grade_forgeries
-from batches import LIMITS
-from student_run import printed
+from tests.support.adversarial import grade_forgeries
+from tests.support.batches import LIMITS
+from tests.support.student_run import printed
 
 SLUG = "autoencoders"
 

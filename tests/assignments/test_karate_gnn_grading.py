@@ -3,11 +3,11 @@ baseline in ``helpers``. Its build and grading batch are checked in ``test_assig
 
 import torch
 
-from adversarial import grade_forgeries
-from batches import LIMITS
+from tests.support.adversarial import grade_forgeries
+from tests.support.batches import LIMITS
 from helpers.karate_gnn import accuracy, label_propagation, load_karate_club
-from karate_gnn_variants import FORGEABLE_PROPERTIES
-from student_run import printed
+from tests.karate_gnn_variants import FORGEABLE_PROPERTIES
+from tests.support.student_run import printed
 
 SLUG = "karate_gnn"
 

@@ -14,14 +14,14 @@ import zipfile
 import nbformat
 import yaml
 
-from autograder.build import build
-from autograder.check import leak_problems
-from autograder.grade import Grader
-from autograder.worker import run_worker
+from autograder.build.assign import build
+from autograder.build.check import leak_problems
+from autograder.grade.grader import Grader
+from autograder.grade.unsealed import run_worker
 
-from batches import SLUG, REPO, LIMITS, variant_notebook
-from kernel_attention_variants import WRONG
-from student_run import latex_or_skip, printed
+from tests.support.batches import SLUG, REPO, LIMITS, variant_notebook
+from tests.kernel_attention_variants import WRONG
+from tests.support.student_run import latex_or_skip, printed
 
 
 def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment(layout, fresh_notebooks):
@@ -33,11 +33,11 @@ def test_autograder_zip_carries_golden_values_helpers_and_the_pinned_environment
         loads_gpt = any("load_gpt(" in zf.read(n).decode() for n in names if n.startswith("tests/"))
     assert {"files/golden_values.json", "files/helpers/golden.py", "files/helpers/__init__.py"} <= names
     # Gradescope runs run_otter.py: it grades sealed through the bundle's grader, shipped beside it
-    assert "from autograder.gradescope import main" in entry
+    assert "from autograder.platforms.gradescope import main" in entry
     carried = {n.removeprefix("course/autograder/") for n in names if n.startswith("course/autograder/")}
-    assert {"gradescope.py", "pool.py", "judge.py", "sandbox.py", "protocol.py", "sandbox_runner.py",
-            "sampling_measures.py"} <= carried
-    assert not carried & {"build.py", "pdf.py", "cli.py", "demo.py", "report.py", "nbgrader_source.py"}, carried
+    assert {"platforms/gradescope.py", "sandbox/session.py", "judge/verdicts.py", "sandbox/seal.py", "sandbox/protocol.py",
+            "sandbox/runner.py", "judge/sampling.py"} <= carried
+    assert not {n.split("/")[0] for n in carried} & {"build", "pdf.py", "cli.py", "demo.py", "report"}, carried
     assert not any("__pycache__" in name for name in names)
     # Gradescope builds its image from environment.yml: the pins' Python and the CPU build of torch.
     assert "python=3.11" in environment["dependencies"]
@@ -149,8 +149,8 @@ def test_forging_the_collected_values_passes_only_what_one_line_functions_pass(l
     alone, which a one-line function passes as well (exact softmax attention is a good enough
     "approximation", a prefix sum of V is causal), and nothing that needs a golden value, the two
     largest-tensor tests included."""
-    from adversarial import FORGEABLE_PROPERTIES, FORGES_THE_COLLECTED_VALUES, with_attack
-    from notebook_edits import replace_function
+    from tests.support.adversarial import FORGEABLE_PROPERTIES, FORGES_THE_COLLECTED_VALUES, with_attack
+    from tests.support.notebook_edits import replace_function
 
     folder, _, _ = submissions
     blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)

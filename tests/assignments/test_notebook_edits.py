@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from notebook_edits import definitions, pack_wrong, reached
+from tests.support.notebook_edits import definitions, pack_wrong, reached
 
 MASTER = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in [
     "import torch\n\ndef f(x):\n    return x + 1\n\ndef g(x):\n    return 2 * x",

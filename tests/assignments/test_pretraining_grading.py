@@ -4,10 +4,10 @@ the corpus, batches, model and training loop in ``test_pretraining_helpers``."""
 
 import re
 
-from adversarial import grade_forgeries
-from batches import LIMITS
-from pretraining_variants import FORGEABLE_PROPERTIES
-from student_run import printed
+from tests.support.adversarial import grade_forgeries
+from tests.support.batches import LIMITS
+from tests.pretraining_variants import FORGEABLE_PROPERTIES
+from tests.support.student_run import printed
 
 SLUG = "pretraining"
 

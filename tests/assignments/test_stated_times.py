@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO / "benchmarks"))  # last: its seal_attacks.py must not shadow the tests' own
+sys.path.append(str(REPO / "benchmarks"))  # the benchmarks are scripts that import each other by plain name
 
 from busy import FIGURES, STATED_TIMES_START, readme_table, stated_times  # noqa: E402
 

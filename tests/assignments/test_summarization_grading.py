@@ -8,11 +8,11 @@ import re
 
 import torch
 
-from adversarial import grade_forgeries
-from batches import BATCH_LIMITS
+from tests.support.adversarial import grade_forgeries
+from tests.support.batches import BATCH_LIMITS
 from helpers import summarization as S
-from student_run import printed
-from summarization_variants import FORGEABLE_PROPERTIES
+from tests.support.student_run import printed
+from tests.summarization_variants import FORGEABLE_PROPERTIES
 
 SLUG = "summarization"
 

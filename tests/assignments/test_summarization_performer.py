@@ -11,8 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from helpers import summarization as S
-from notebook_edits import master
-from summarization_variants import PERFORMER_CORRECT, PERFORMER_WRONG
+from tests.support.notebook_edits import master
+from tests.summarization_variants import PERFORMER_CORRECT, PERFORMER_WRONG
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from helpers.attention_views import bertviz_bert, offline_html
 from helpers.models import load_bert, load_gpt
 from helpers.visualizing_attention import (PARTY_PAIR, encode, plot_query_key, reverse_words, run_bert, run_gpt,
                                            token_labels, top_heads)
-from student_run import printed
+from tests.support.student_run import printed
 
 matplotlib.use("Agg")
 SLUG = "visualizing_attention"

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.check import leak_problems, read_secrets
+from autograder.build.check import leak_problems, read_secrets
 from autograder.layout import Layout
-from autograder.submissions import InvalidSubmission, read_submission_notebook
+from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"

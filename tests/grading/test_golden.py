@@ -188,8 +188,8 @@ def test_the_runner_library_runs_alone_and_speaks_the_protocol(tmp_path):
     import subprocess
     import sys
 
-    from autograder import protocol
-    from autograder.pool import runner_library
+    from autograder.sandbox import protocol
+    from autograder.sandbox.session import runner_library
     from helpers.core import contract
 
     lib = runner_library(tmp_path)
@@ -201,8 +201,7 @@ def test_the_runner_library_runs_alone_and_speaks_the_protocol(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split(" ", 3)[:3] == [protocol.CHANNEL_ENV, contract.GOLDEN_MODE_ENV, protocol.TEST]
     assert done.stdout.strip().endswith("[]"), done.stdout  # nothing of the bundle, no torch
-    from autograder import sandbox_runner
-
+    from autograder.sandbox import runner as sandbox_runner
     assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER
 
 
@@ -385,6 +384,8 @@ def _spec(measure, shapes, low=None, high=None, **parts):
                                                    "params": {"top_p": [0.6]}}, 2.0),
 ])
 def test_each_measure_computes_its_number_from_the_raw_values(measure, arrays, parts, expected):
+    import autograder.judge.sampling  # noqa: F401 (the grader's judge hands its own measures in as it loads)
+
     spec = _spec(measure, [list(a.shape) for a in arrays], high=-1.0, **parts)  # every value breaks the bound
     got = {"kind": "values", "items": [encode(a) for a in arrays]} if len(arrays) > 1 else encode(arrays[0])
     message = judge(spec, got)
@@ -392,8 +393,29 @@ def test_each_measure_computes_its_number_from_the_raw_values(measure, arrays, p
     assert judge(dict(spec, high=expected + 1e-12, low=expected - 1e-12), got) is None, message
 
 
+def test_a_grader_side_measure_is_computed_only_where_the_grader_hands_it_in(monkeypatch):
+    """The helpers name summarization's sampling measures but never import the grader: without the
+    grader's module a judge says so; with the module the build names in the environment it computes."""
+    import dataclasses
+    import sys
+
+    from helpers.core import contract
+    from helpers.core.measures import MEASURES
+
+    monkeypatch.setitem(MEASURES, "draws_outside", dataclasses.replace(MEASURES["draws_outside"], compute=None))
+    monkeypatch.delitem(sys.modules, "autograder.judge.sampling", raising=False)  # as in a kernel that never loaded it
+    monkeypatch.delenv(contract.MEASURE_MODULES_ENV, raising=False)
+    spec = _spec("draws_outside", [[1, 4]], high=0.5, reference=np.log(np.array([[0.5, 0.3, 0.2]])),
+                 params={"top_p": [0.6]})
+    got = encode(np.array([[0, 2, 1, 7]]))
+    with pytest.raises(ValueError, match="computed by the grader only"):
+        judge(spec, got)
+    monkeypatch.setenv(contract.MEASURE_MODULES_ENV, "autograder.judge.sampling")
+    assert judge(spec, got).startswith("the draws outside the distribution are 2")
+
+
 def test_the_sampling_filter_follows_the_text_temperature_then_top_k_then_top_p():
-    from autograder.sampling_measures import filtered_distribution
+    from autograder.judge.sampling import filtered_distribution
 
     logits = np.log([0.1, 0.4, 0.2, 0.3])
     assert np.allclose(filtered_distribution(logits, 1.0, None, None), [0.1, 0.4, 0.2, 0.3])

@@ -4,7 +4,7 @@ the written questions as columns to fill; and its Canvas form."""
 import csv
 from pathlib import Path
 
-from autograder.gradebook import student_of, write_gradebooks
+from autograder.report.gradebook import student_of, write_gradebooks
 
 
 def row(file, assignment="kernel_attention", status="ok", total=10.0, scores=None, message=""):

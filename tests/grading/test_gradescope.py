@@ -19,12 +19,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywhere
-from autograder.gradescope import emulate
-from autograder.grade import Limits
-from autograder.worker import run_worker
-from batches import SLUG, variant_notebook
-from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attacks, traces
+from tests.support.adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywhere
+from autograder.platforms.gradescope import emulate
+from autograder.grade.grader import Limits
+from autograder.grade.unsealed import run_worker
+from tests.support.batches import SLUG, variant_notebook
+from tests.support.seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attacks, traces
 
 #: The attacks graded through the zip: every attack on the seal, and the older ones that race it
 #: (the rest are graded with POSIX separation by `course grade --sandbox posix` in test_seal.py,
@@ -39,7 +39,7 @@ WITHOUT_CGROUPS = {"attack:memory_in_socket_buffers", "attack:memory_in_memfds_i
 
 
 def _variant() -> str:
-    from kernel_attention_variants import WRONG
+    from tests.kernel_attention_variants import WRONG
 
     return variant_notebook(next(v for v in WRONG if v["name"] == "softmax_missing_sqrt_d"))
 

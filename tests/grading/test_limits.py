@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox import SandboxLimits, SandboxRun, address_space_backstop_mb
-from autograder.seal_bubblewrap import BubblewrapSeal
+from autograder.sandbox.seal import SandboxLimits, SandboxRun, address_space_backstop_mb
+from autograder.sandbox.bubblewrap import BubblewrapSeal
 from autograder.autograder_zip import Autograder
-from autograder.judge import verdict
+from autograder.judge.verdicts import verdict
 
 AUTOGRADER = Autograder(zip_path=Path("a.zip"), name="a",
                         tests={"q1": [{"test": "test_big", "points": 2, "hidden": True}]}, sources=[],
@@ -78,7 +78,7 @@ def test_two_graders_on_one_machine_never_share_a_sandbox_uid():
     course grade, two courses) must get other uids, and the first one's come free when it ends."""
     import pytest
 
-    from autograder.uids import claim_uids
+    from autograder.sandbox.uids import claim_uids
 
     if os.geteuid() != 0:
         pytest.skip("sandbox uids are claimed only when the grader is root")
@@ -109,7 +109,7 @@ def test_a_file_read_from_a_shared_cache_is_no_disk_of_the_submission_but_a_dele
     a file it deleted but still holds counts where it lives."""
     import subprocess
 
-    from autograder.holdings import Meter
+    from autograder.sandbox.holdings import Meter
 
     weights = tmp_path / "weights.bin"
     weights.write_bytes(b"\1" * (8 << 20))
@@ -146,8 +146,7 @@ def test_a_mount_that_moved_is_not_counted_as_the_sandbox_s_memory(monkeypatch):
     """The in-memory folders are measured through /proc/<pid>/root: a path that no longer leads to
     the mount mountinfo named (bwrap mid-setup) leads to another file system, perhaps the host's
     disk, whose used space must not count as the sandbox's memory."""
-    from autograder import holdings
-
+    from autograder.sandbox import holdings
     meter = holdings.Meter(None)
     disk = os.stat("/").st_dev
     named = next(dev for dev in range(1 << 20, 1 << 21) if dev not in meter.host_devices)  # a device of no host mount
@@ -162,8 +161,7 @@ def test_a_mount_that_moved_is_not_counted_as_the_sandbox_s_memory(monkeypatch):
 def test_files_past_path_max_are_counted_and_too_deep_folders_stop_the_walk(tmp_path):
     """The meter walks by descriptor: a file under a path far past PATH_MAX counts; a folder nested
     deeper than MAX_DEPTH is reported (the run is stopped for it), never silently skipped."""
-    from autograder import holdings
-
+    from autograder.sandbox import holdings
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     for level in range(20):  # 20 x 255 characters: 5,100, past PATH_MAX (4,096)
         os.mkdir("d" * 255, dir_fd=fd)
@@ -183,8 +181,8 @@ def test_files_past_path_max_are_counted_and_too_deep_folders_stop_the_walk(tmp_
         fd = inner
     os.close(fd)
     assert holdings.walk_owned(os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY), {os.getuid()}, {})
-    from autograder.uids import remove_files_of  # and the clean-up removes such a tree whole
-    from autograder.holdings import owned_entries
+    from autograder.sandbox.uids import remove_files_of  # and the clean-up removes such a tree whole
+    from autograder.sandbox.holdings import owned_entries
 
     remove_files_of(os.getuid(), [tmp_path])
     assert list(owned_entries({os.getuid()}, [tmp_path])) == []
@@ -196,7 +194,7 @@ def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
     the group is killed and removed."""
     import subprocess
 
-    from autograder.cgroups import find_home
+    from autograder.sandbox.cgroups import find_home
 
     home, why = find_home()
     if home is None:

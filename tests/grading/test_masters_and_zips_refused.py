@@ -11,8 +11,8 @@ import nbformat
 import pytest
 
 from autograder.autograder_zip import Autograder, NotACourseAutograder
-from autograder.build import build, exact_float_checks
-from autograder.grade import Grader
+from autograder.build.assign import build, exact_float_checks
+from autograder.grade.grader import Grader
 from autograder.layout import CourseError, Layout
 
 
@@ -64,8 +64,7 @@ def test_a_master_in_otters_older_formats_is_refused_before_anything_runs(tmp_pa
 
 
 def test_the_courses_own_masters_pass_the_check_before_running():
-    from autograder import master
-
+    from autograder.build import master
     layout = Layout.find(Path(__file__).resolve().parents[2])
     for path in sorted(layout.root.glob("solutions/*/*.ipynb")):
         slug = path.parent.name

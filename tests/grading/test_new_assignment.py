@@ -9,10 +9,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import build
-from autograder.grade import Grader, Limits
+from autograder.build.assign import build
+from autograder.grade.grader import Grader, Limits
 from autograder.layout import CourseError, Layout
-from autograder.new import new_assignment
+from autograder.build.new import new_assignment
 
 REPO = Path(__file__).resolve().parents[2]
 

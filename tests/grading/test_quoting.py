@@ -1,4 +1,4 @@
-"""Only the grader's own words reach a reader (autograder.quoting): every field a sandbox's kernel
+"""Only the grader's own words reach a reader (autograder.judge.quoting): every field a sandbox's kernel
 can write carries a marker, and no row, feedback file, results.csv/json, Gradescope result, report
 or status shows it. Also: what root reads from a submission or a sandbox is bounded, and
 results.csv evaluates nothing in a spreadsheet."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from autograder.autograder_zip import Autograder
-from autograder.gradescope import gradescope_results
-from autograder.judge import run_status, verdict
-from autograder.quoting import exception_name, known_outcomes, spreadsheet_safe, parameters_by_test
-from autograder.reports import write_reports
-from autograder.sandbox import SandboxLimits, SandboxRun
+from autograder.platforms.gradescope import gradescope_results
+from autograder.judge.verdicts import run_status, verdict
+from autograder.judge.quoting import exception_name, known_outcomes, spreadsheet_safe, parameters_by_test
+from autograder.grade.results import write_reports
+from autograder.sandbox.seal import SandboxLimits, SandboxRun
 from helpers.core.golden import encode
 
 #: What a kernel writes wherever it can; no reader may see it.
@@ -135,7 +135,7 @@ def test_a_zip_that_lies_about_its_size_is_refused_without_inflating_it(tmp_path
     at the ratio cap; root's memory never holds more than the cap."""
     import resource
 
-    from autograder.submissions import InvalidSubmission, read_submission_notebook
+    from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 
     bomb = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -157,8 +157,8 @@ def test_a_zip_that_lies_about_its_size_is_refused_without_inflating_it(tmp_path
 
 def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
     """A line over the cap is skipped unread but for its key; deep nesting is dropped in the sandbox."""
-    from autograder import sandbox_runner
-    from autograder.protocol import MAX_VALUE_LINE_BYTES
+    from autograder.sandbox import runner as sandbox_runner
+    from autograder.sandbox.protocol import MAX_VALUE_LINE_BYTES
 
     outbox = tmp_path / "outbox.jsonl"
     monkeypatch.setattr(sandbox_runner, "OUTBOX", outbox)
@@ -180,7 +180,7 @@ def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
 def test_the_graders_channel_reader_holds_no_more_than_its_cap():
     import os
 
-    from autograder.streams import Lines
+    from autograder.sandbox.streams import Lines
 
     r, w = os.pipe()
     reader = Lines(os.fdopen(r, "rb"), cap=1 << 20)

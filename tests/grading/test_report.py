@@ -17,18 +17,18 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from report_batches import (disguised_copy, master_tests, mistake, solved, synthetic_row, template, variants,
+from tests.support.report_batches import (disguised_copy, master_tests, mistake, solved, synthetic_row, template, variants,
                             with_variant, write_results)
 
 from autograder.cli import main
-from autograder.gradescope import gradescope_results, invalid_results
+from autograder.platforms.gradescope import gradescope_results, invalid_results
 from autograder.layout import Layout
-from autograder.report import make_reports
-from autograder.report_html import CSP, HIST_COLOR
-from autograder.report_input import read_batch
-from autograder.report_stats import normalise, by_test
-from autograder.reports import RUN_FILE
-from notebook_edits import edited_functions
+from autograder.report.compose import make_reports
+from autograder.report.html import CSP, HIST_COLOR
+from autograder.report.inputs import read_batch
+from autograder.report.stats import normalise, by_test
+from autograder.grade.results import RUN_FILE
+from tests.support.notebook_edits import edited_functions
 
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"
@@ -64,7 +64,7 @@ def hidden_tests(slug: str) -> list[str]:
 
 
 def graded_from(rows):
-    from autograder.report_input import Graded
+    from autograder.report.inputs import Graded
 
     return [Graded(r["submission"], r["assignment"], r["status"], r["message"], r["total"], r["possible"],
                    r["scores"], [{"question": q, **c} for q, d in r["questions"].items() for c in d["cases"]],
@@ -405,8 +405,8 @@ def test_a_folder_of_gradescope_results_is_reported(tmp_path):
 def test_workers_read_code_as_this_process_does(tmp_path):
     """From 200 submissions on the code is read in forked workers: their fingerprints (and the
     template's, taken here) must agree with the ones read here, and the copy still comes first."""
-    from autograder.report_input import Notes
-    from autograder.similarity import read_codes, similar_pairs
+    from autograder.report.inputs import Notes
+    from autograder.report.similarity import read_codes, similar_pairs
 
     base = solved(SLUG)
     given = {c.source for c in template(SLUG).cells if c.cell_type == "code"}
@@ -442,8 +442,8 @@ def test_every_submission_is_one_click_from_the_page_with_its_score_and_status(s
 
 
 def test_a_correlation_flag_needs_enough_submissions_on_each_side_and_says_how_many():
-    from autograder.report_input import Graded
-    from autograder.report_stats import FEWEST_EACH_SIDE, by_test
+    from autograder.report.inputs import Graded
+    from autograder.report.stats import FEWEST_EACH_SIDE, by_test
 
     def graded(failing: int, n: int = 14) -> list[Graded]:
         found = []

@@ -14,10 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from adversarial import make_attacks, with_attack
-from autograder.grade import Grader, Limits
+from tests.support.adversarial import make_attacks, with_attack
+from autograder.grade.grader import Grader, Limits
 from autograder.layout import Layout
-from seal_attacks import FORGED, HIDDEN_SOURCE_MARK, row_problems, seal_attacks, traces
+from tests.support.seal_attacks import FORGED, HIDDEN_SOURCE_MARK, row_problems, seal_attacks, traces
 
 ATTACKS = seal_attacks()
 #: The older attacks graded with POSIX separation too (the ones that read files or the network are
@@ -105,7 +105,7 @@ def test_seal_attacks_with_posix_separation_score_nothing_and_leave_nothing(posi
 def test_gradescope_check_refuses_a_zip_the_sandbox_uid_could_read(tmp_path):
     """Under POSIX separation the submission shares the file system: a world-readable zip would
     hand it the golden values, so the check refuses, as `course grade` does, and says what to do."""
-    from autograder.gradescope import emulate
+    from autograder.platforms.gradescope import emulate
     from autograder.layout import CourseError
 
     if os.geteuid() != 0:

@@ -17,12 +17,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from adversarial import MARKER, make_attacks
-from seal_attacks import processes_with
-from autograder.grade import Grader, Limits
+from tests.support.adversarial import MARKER, make_attacks
+from tests.support.seal_attacks import processes_with
+from autograder.grade.grader import Grader, Limits
 from autograder.layout import CourseError
-from autograder.uids import SANDBOX_UID_BASE
-from batches import REPO, SLUG, variant_notebook
+from autograder.sandbox.uids import SANDBOX_UID_BASE
+from tests.support.batches import REPO, SLUG, variant_notebook
 
 ATTACKS = make_attacks({"repo": REPO, "autograder_zip": Path("zip"), "submissions": Path("s"), "results": Path("r"),
                         "host_marker": Path("m"), "port": 0})  # names and expectations only
@@ -113,7 +113,7 @@ def test_without_bubblewrap_grading_says_how_to_fix_the_set_up_never_to_grade_un
     submission could read the golden values (the bundle is world-readable) and says what to do."""
     (tmp_path / "subs").mkdir()
     shutil.copy(REPO / "notebooks" / SLUG / f"{SLUG}.ipynb", tmp_path / "subs" / "a.ipynb")
-    monkeypatch.setattr("autograder.seal_bubblewrap.bwrap_binary", lambda: "/bin/false")
+    monkeypatch.setattr("autograder.sandbox.bubblewrap.bwrap_binary", lambda: "/bin/false")
     with pytest.raises(CourseError) as refused:
         Grader(layout, tmp_path / "subs", tmp_path / "out", Limits(timeout=30)).run(log=lambda *a: None)
     message = str(refused.value)
@@ -154,22 +154,23 @@ def test_an_unprivileged_user_can_start_the_sandbox():
 
 def run_probe_as_nobody(tmp_path: Path) -> None:
     copy = tmp_path / "lib" / "autograder"
-    copy.mkdir(parents=True)
+    (copy / "sandbox").mkdir(parents=True)
     # the sandbox, its seal, what it measures, its streams and the protocol it shares with the runner
-    for module in ("sandbox.py", "seal_bubblewrap.py", "holdings.py", "uids.py", "streams.py", "protocol.py",
-                   "sandbox_runner.py", "cgroups.py"):
-        shutil.copy(REPO / "autograder" / module, copy / module)
-    shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the pool copies it
+    for module in ("seal.py", "bubblewrap.py", "holdings.py", "uids.py", "streams.py", "protocol.py",
+                   "runner.py", "cgroups.py"):
+        shutil.copy(REPO / "autograder" / "sandbox" / module, copy / "sandbox" / module)
+    shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the session copies it
     (copy / "__init__.py").write_text("")
-    from autograder.seal_bubblewrap import _reachable_copy, bwrap_binary
+    (copy / "sandbox" / "__init__.py").write_text("")
+    from autograder.sandbox.bubblewrap import _reachable_copy, bwrap_binary
     bwrap = _reachable_copy(Path(bwrap_binary()), tmp_path / "bwrap")  # wherever the venv lies, nobody can run this
     script = tmp_path / "probe.py"
     script.write_text(f"""
 import sys, os, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(tmp_path / 'lib')!r})
-from autograder.sandbox import SandboxLimits
-from autograder.seal_bubblewrap import BubblewrapSeal
+from autograder.sandbox.seal import SandboxLimits
+from autograder.sandbox.bubblewrap import BubblewrapSeal
 sandbox = BubblewrapSeal(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
 sandbox.probe()
 flood = "import subprocess, time\\nfor _ in range(40): subprocess.Popen(['sleep', '30'])\\ntime.sleep(30)"
@@ -178,9 +179,9 @@ with sandbox.lease() as uid:
                       limits=SandboxLimits(timeout=20, processes=10))
 print("uid", os.getuid(), "killed_for", run.killed_for, "| memory counted at a kill:", run.memory_parts)
 """)
-    for path in (tmp_path, tmp_path / "lib", copy):
+    for path in (tmp_path, tmp_path / "lib", copy, copy / "sandbox"):
         path.chmod(0o755)
-    for path in (script, copy.parent / "course_contract.py", *copy.iterdir()):
+    for path in (script, copy.parent / "course_contract.py", *copy.rglob("*.py")):
         path.chmod(0o644)
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
                           capture_output=True, text=True, timeout=60, cwd="/")
@@ -206,8 +207,8 @@ def test_a_grader_killed_where_die_with_parent_did_not_act_leaves_no_process():
 import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
-from autograder.sandbox import SandboxLimits
-from autograder.seal_bubblewrap import BubblewrapSeal
+from autograder.sandbox.seal import SandboxLimits
+from autograder.sandbox.bubblewrap import BubblewrapSeal
 sandbox = BubblewrapSeal(python=Path(sys.executable), staging=Path({str(staging)!r}))
 wrapper = Path(sandbox.staging, "bwrap-without-die-with-parent")
 wrapper.write_text('#!/bin/sh\\nfor a do shift; [ "$a" = --die-with-parent ] || set -- "$@" "$a"; done\\n'
@@ -265,8 +266,8 @@ def test_killed_grader_leaves_no_sandbox_and_a_rerun_ends_with_one_row_each(layo
 def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions, graded):
     """Gradescope and `otter run` use the same zip: golden values compared inside the kernel, the
     same scores as the sealed run."""
-    from autograder.worker import run_worker
-    from kernel_attention_variants import WRONG
+    from autograder.grade.unsealed import run_worker
+    from tests.kernel_attention_variants import WRONG
 
     folder, _, _ = submissions
     notebook = variant_notebook(next(v for v in WRONG if v["name"] == "softmax_missing_sqrt_d"))
@@ -283,7 +284,7 @@ def test_the_autograder_zip_still_grades_under_plain_otter(layout, submissions, 
 def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_path):
     """The control: under --unsafe (plain otter in the grader's account) the read and network
     attacks do reach their targets, so the sealed run above shows the sandbox at work, not a dud attack."""
-    from adversarial import Listener, with_attack
+    from tests.support.adversarial import Listener, with_attack
 
     folder, _, paths = submissions
     listener = Listener()
@@ -304,7 +305,7 @@ def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_p
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the sandbox's uid then differs from the grader's")
 def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
     """CI may clone the bundle (and its virtual environment) under /root, which is private."""
-    from autograder.seal_bubblewrap import BubblewrapSeal, bwrap_binary
+    from autograder.sandbox.bubblewrap import BubblewrapSeal, bwrap_binary
 
     package = Path(bwrap_binary()).parents[1]
     private = tmp_path / "private"  # pytest's tmp folders are 0700, like /root

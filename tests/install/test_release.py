@@ -8,9 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.check import read_secrets
+from autograder.build.check import read_secrets
 from autograder.layout import CourseError, Layout
-from autograder.release import make_release, release_problems, student_dependencies
+from autograder.build.release import make_release, release_problems, student_dependencies
 
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = Layout(REPO)
@@ -48,7 +48,7 @@ def test_the_release_check_finds_every_kind_of_secret(release, tmp_path):
     nb.cells.append(nbformat.v4.new_code_cell(f"{solution_line}\n{hidden_test}()"))
     nbformat.write(nb, nb_path)
     (planted / "notebooks" / SLUG / "golden_values.json").write_text(json.dumps({"values": {}}))
-    (planted / "helpers" / "grading.py").write_text("from autograder.judge import verdict\n")
+    (planted / "helpers" / "grading.py").write_text("from autograder.judge.verdicts import verdict\n")
     config = planted / "etc" / "jupyter" / "labconfig" / "page_config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"disabledExtensions": {}, "enabled": ["@jupyter/nbgrader:validate-assignment"]}))

@@ -25,11 +25,11 @@ import nbformat
 import pytest
 
 from autograder.layout import CourseError, Layout
-from autograder.nbgrader_gradebook import student_of, write_gradebook
-from autograder.nbgrader_source import add_to_course
+from autograder.platforms.nbgrader.gradebook import student_of, write_gradebook
+from autograder.platforms.nbgrader.source import add_to_course
 from autograder.autograder_zip import Autograder
-from batches import SLUG as KERNEL_SLUG, failures, variant_notebook
-from notebook_edits import replace_function
+from tests.support.batches import SLUG as KERNEL_SLUG, failures, variant_notebook
+from tests.support.notebook_edits import replace_function
 
 SLUGS = Layout.find(Path(__file__)).slugs()  # every assignment that exists
 LANES = [SLUGS[0::2], SLUGS[1::2]]
@@ -58,7 +58,7 @@ def course_grade_rows(slug, request) -> dict:
 
 def wrong_group(slug: str) -> tuple[str, list[dict]]:
     """The first known-wrong variant notebook of ``slug`` and every variant graded in it."""
-    wrong = importlib.import_module(f"{slug}_variants").WRONG
+    wrong = importlib.import_module(f"tests.{slug}_variants").WRONG
     notebook = variant_notebook(wrong[0])
     return notebook, [v for v in wrong if variant_notebook(v) == notebook]
 

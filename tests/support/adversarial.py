@@ -125,9 +125,9 @@ def grade_forgeries(layout, slug: str, blank_path: Path, folder: Path, limits) -
     variants module) in one sealed run: {"every_number" | "collected_values": hidden tests passed}."""
     import importlib
 
-    from autograder.grade import Grader
+    from autograder.grade.grader import Grader
 
-    nothing = importlib.import_module(f"{slug}_variants").IMPLEMENTS_NOTHING
+    nothing = importlib.import_module(f"tests.{slug}_variants").IMPLEMENTS_NOTHING
     blank = nbformat.read(blank_path, as_version=4)
     (folder / "subs").mkdir(parents=True)
     for name, cell in (("every_number", forges_every_number(nothing)), ("collected_values", forges_the_collected_values(nothing))):
@@ -138,8 +138,7 @@ def grade_forgeries(layout, slug: str, blank_path: Path, folder: Path, limits) -
 
 
 def _kernel_attention(name: str):
-    import kernel_attention_variants
-
+    from tests import kernel_attention_variants
     return getattr(kernel_attention_variants, name)
 
 

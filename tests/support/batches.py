@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grade import Grader, Limits
+from autograder.grade.grader import Grader, Limits
 from autograder.samples import write_samples
 
 SLUG = "kernel_attention"
@@ -73,8 +73,8 @@ def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds, grad
     assignment under ``folder``; returns {file: expected statuses}. ``grader_samples``: with the
     samples that test the grader rather than the assignment (partial credit, a zip, a loop, a
     memory hog, a raise); one batch holds them."""
-    from notebook_edits import replace_function
-    from student_run import run_as_student
+    from tests.support.notebook_edits import replace_function
+    from tests.support.student_run import run_as_student
 
     samples = write_samples(layout, slug, folder / "samples", notebooks_dir=notebooks_dir, grader_samples=grader_samples)
     expected = {f"samples/{name}": statuses for name, statuses in samples.items()}  # file -> statuses

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.master import parse_test, solution_lines, walk
-from autograder.reports import RUN_FILE, RUN_FORMAT, write_atomically
+from autograder.build.master import parse_test, solution_lines, walk
+from autograder.grade.results import RUN_FILE, RUN_FORMAT, write_atomically
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def disguised_copy(nb, template, swap_cells: bool = True):
 def variants(slug: str) -> tuple[list[dict], list[dict]]:
     """(WRONG, CORRECT) of ``tests/<slug>_variants.py``, read without packing them into shared
     notebooks as the module does on import for its grading batch (a minute for the larger ones)."""
-    module = sys.modules.get(f"{slug}_variants")
+    module = sys.modules.get(f"tests.{slug}_variants")
     if module is not None:
         return module.WRONG, module.CORRECT
     path = REPO / "tests" / f"{slug}_variants.py"
@@ -140,7 +140,7 @@ def solved(slug: str):
 
 @functools.lru_cache(maxsize=None)
 def _solved(slug: str):
-    from notebook_edits import replace_function
+    from tests.support.notebook_edits import replace_function
 
     master = nbformat.read(REPO / "solutions" / slug / f"{slug}.ipynb", as_version=4)
     nb = template(slug)
@@ -165,7 +165,7 @@ def _parsed(source: str) -> list:
 
 def with_variant(nb, variant: dict):
     """``nb`` with the functions a variant of ``tests/<slug>_variants.py`` replaces."""
-    from notebook_edits import replace_function
+    from tests.support.notebook_edits import replace_function
 
     for function, source in variant.get("edits", [(variant.get("function"), variant.get("source"))]):
         nb = replace_function(nb, function, source)
@@ -206,7 +206,7 @@ def mistake(test: str, rng: random.Random) -> str:
 
 def write_results(folder: Path, rows: list[dict], submissions: Path | None = None, limits: dict | None = None) -> Path:
     """A results folder as ``course grade`` writes it: rows/, results.json, feedback/ and run.json."""
-    from autograder.reports import write_reports
+    from autograder.grade.results import write_reports
 
     (folder / "rows").mkdir(parents=True, exist_ok=True)
     for row in rows:

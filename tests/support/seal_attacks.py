@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adversarial import MARKER
+from tests.support.adversarial import MARKER
 
 #: A path only root can create; an attack plants links that lead root's writes there.
 CANARY = "/root/course-seal-canary"
@@ -320,7 +320,7 @@ if info.get("transport") != "ipc":  # ports on localhost: a concurrent submissio
 
 def held_sandbox_uids() -> set[int]:
     """Sandbox uids a running grader holds now (a grader beside this one has processes under its own)."""
-    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, _lock, lock_folder
+    from autograder.sandbox.uids import SANDBOX_UID_BASE, UID_RANGE, _lock, lock_folder
 
     folder, held = lock_folder(), set()
     for uid in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE):
@@ -335,8 +335,8 @@ def held_sandbox_uids() -> set[int]:
 def left_by_sandbox_uids() -> list[str]:
     """Processes (zombies aside), files in world-writable places and SysV objects of any sandbox uid
     that no grader holds now."""
-    from autograder.holdings import owned_entries, processes_of, sysv_objects
-    from autograder.uids import SANDBOX_UID_BASE, UID_RANGE, writable_places
+    from autograder.sandbox.holdings import owned_entries, processes_of, sysv_objects
+    from autograder.sandbox.uids import SANDBOX_UID_BASE, UID_RANGE, writable_places
 
     uids = set(range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_RANGE)) - held_sandbox_uids()
     left = []

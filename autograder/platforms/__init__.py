@@ -1,0 +1,1 @@
+"""The platforms a course grades on besides course grade: Gradescope and nbgrader."""

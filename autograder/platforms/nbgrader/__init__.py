@@ -1,0 +1,1 @@
+"""nbgrader: the course's source folder, and grades read back from its gradebook."""

@@ -1,0 +1,1 @@
+"""course report: the HTML report, its statistics, similarity and the gradebook."""

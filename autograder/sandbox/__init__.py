@@ -1,0 +1,1 @@
+"""The seal: a sandbox per submission (bubblewrap or POSIX separation), its runs and its limits."""

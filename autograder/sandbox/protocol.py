@@ -1,0 +1,107 @@
+"""What the grader and the sandbox runner agree on, in one module (standard library only).
+
+The grader (:mod:`autograder.sandbox.session`) copies this file into the sandbox beside the runner, as
+``/grading/lib/course_protocol.py``, with the helpers' own contract (:mod:`helpers.core.contract`,
+as ``course_contract.py``) that it builds on: the runner imports the same names the grader does,
+and nothing else of the bundle (importing ``helpers`` would load torch into the runner).
+
+The conversation, newline-delimited JSON on the file descriptor ``$COURSE_CHANNEL_FD``:
+
+1. the runner executes the notebook's cells; when the job asks for it (``return_notebook``, for
+   ``course pdf``) it sends ``{"event": NOTEBOOK, "text"}``, the executed notebook; then
+   ``{"event": CELLS_DONE, "first_error", "kernel_died"}``;
+2. the grader answers on the runner's stdin with one line, the test files
+   ``[{"question", "source"}]``: test code enters the sandbox only after the student's cells ran;
+3. ``{"event": TEST, "question", "test", "passed", "error", "values"}`` per test function, with
+   the values ``expect`` collected while it ran (``test`` is None for a whole file that failed);
+4. ``{"event": DONE}``; or ``{"event": RUNNER_ERROR, "error"}`` when the runner itself failed.
+"""
+
+from __future__ import annotations
+
+try:  # inside the sandbox: the contract copied beside this module
+    from course_contract import GOLDEN_MODE_ENV, GOLDEN_OUTBOX_ENV, SETTING_ENV, WAIT_POLICY, WAIT_POLICY_ENV
+except ImportError:  # in the grader
+    from helpers.core.contract import GOLDEN_MODE_ENV, GOLDEN_OUTBOX_ENV, SETTING_ENV, WAIT_POLICY, WAIT_POLICY_ENV
+
+#: The file descriptor that carries the runner's messages out (only the runner holds it).
+CHANNEL_ENV = "COURSE_CHANNEL_FD"
+#: The read end of the lifeline pipe: end of file means the grader is done or gone.
+LIFELINE_ENV = "COURSE_LIFELINE_FD"
+#: Where the sandbox shows the run its files: the notebook and the job (read-only), and the
+#: assignment's public files (helpers, data; read-only).
+SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"
+ASSETS_ENV = "COURSE_ASSETS_DIR"
+#: Paths as bubblewrap binds them (POSIX separation shares host folders instead: see the env above).
+SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib", "/grading/assets",
+                                                                    "/grading/submission", "/grading/models")
+#: Caps on what the runner passes on from the kernel: a test name it printed, one outbox line and all
+#: outbox lines together. Measured on the seven reference solutions: the largest line is 4.3 MiB
+#: (pretraining's span statistics, raw draws for the judge), the most in one run 11 MiB
+#: (autoencoders); about four times that, within the channel's 64 MiB.
+MAX_TEST_NAME_CHARS = 120
+MAX_VALUE_LINE_BYTES = 16 << 20
+MAX_VALUES_BYTES = 40 << 20
+
+#: The files of the library the grader copies in: the runner, this module, the contract.
+RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
+
+#: The job folder: the submission's notebook, and what to do with it.
+NOTEBOOK_FILE = "submission.ipynb"
+JOB_FILE = "job.json"
+
+
+def job(notebook_name: str, return_notebook: bool) -> dict:
+    """``job.json``: the name otter's init cell expects, and whether to send the executed notebook."""
+    return {"notebook_name": notebook_name, "return_notebook": return_notebook}
+
+
+#: The runner's messages.
+NOTEBOOK, CELLS_DONE, TEST, DONE, RUNNER_ERROR = "notebook", "cells_done", "test", "done", "runner_error"
+
+#: The setting every grading kernel trains in (it wins over the notebook's ``use_setting``).
+GRADING_SETTING = "grading"
+
+
+def thread_settings(threads: int) -> dict[str, str]:
+    """torch's threads for one kernel among several: ``threads`` each, idle ones sleeping (OpenMP's
+    default spinning takes the cores from the other jobs)."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), WAIT_POLICY_ENV: WAIT_POLICY}
+
+
+def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
+    """What every sandboxed run starts with (the seal adds its own HOME and TMPDIR, the pool the paths)."""
+    return {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "USER": "student",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "MPLBACKEND": "Agg",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        **thread_settings(threads),
+        SETTING_ENV: GRADING_SETTING,
+    }
+
+
+#: What ``import otter`` gives a notebook inside the sandbox (``/grading/lib/otter``). The
+#: notebook's first cell makes a ``grader = otter.Notebook(...)`` for public checks and the export,
+#: which grading skips (the grader runs the tests itself, as otter's own grading mode does);
+#: importing the real otter costs a second per submission.
+OTTER_STAND_IN = '''"""Stand-in for otter inside the grading sandbox: the grader object does nothing there."""
+
+
+class Notebook:
+    def __init__(self, nb_path=None, *args, **kwargs):
+        self._notebook = nb_path
+
+    def __getattr__(self, name):  # check, check_all, export, ...: no-ops while grading
+        return lambda *args, **kwargs: None
+'''
+
+__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
+           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV", "MAX_TEST_NAME_CHARS", "MAX_VALUE_LINE_BYTES",
+           "MAX_VALUES_BYTES", "SANDBOX_MODELS", "NOTEBOOK",
+           "NOTEBOOK_FILE", "OTTER_STAND_IN", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
+           "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "job", "sandbox_environment", "thread_settings"]

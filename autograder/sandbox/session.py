@@ -1,0 +1,193 @@
+"""The sandboxes of one run of ``course grade``, ``course pdf`` or the Gradescope autograder.
+
+:class:`SandboxPool` starts the seal this machine allows (:func:`autograder.sandbox.choose.open_seal`),
+reads each autograder zip once, and runs a submission's notebook in a fresh sandbox: with the
+tests sent in after its cells (:meth:`SandboxPool.grade`, judged by :mod:`autograder.judge.verdicts`), or
+without them, for its outputs (:meth:`SandboxPool.execute`, for ``course pdf``). What the sandbox
+is told and what it answers is :mod:`autograder.sandbox.protocol`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from helpers.core import contract
+from helpers.core.contract import MODEL_CACHE_ENV
+from helpers.core.models import model_cache_dir
+
+from autograder.autograder_zip import Autograder, open_up
+from autograder.judge.verdicts import run_status, verdict
+from autograder.sandbox import protocol
+from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
+                       RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV)
+from autograder.sandbox.choose import close_seal, open_seal
+from autograder.sandbox.posix import PosixSeal
+from autograder.sandbox.seal import SandboxLimits, SandboxRun, grading_temp_base
+
+RUNNER = Path(__file__).with_name("runner.py")
+#: Module names that are replaced inside the sandbox by a stub that refuses to import.
+#: rfc3987_syntax builds a parser grammar at import (1.3 s, in the runner and again in the kernel)
+#: for a URI format check that validating a notebook never uses; jsonschema skips it when absent.
+SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
+#: Where a grading run keeps its shared files (under a temp folder the sandbox's uid can traverse).
+WORKSPACE_PREFIX = "course-grade-"
+
+
+def runner_library(folder: Path) -> Path:
+    """The read-only /grading/lib: the runner with its protocol and the helpers' contract, the otter
+    stand-in, and stubs of slow optional imports."""
+    lib = folder / "lib"
+    (lib / "otter").mkdir(parents=True, exist_ok=True)
+    for source, name in ((RUNNER, RUNNER_FILE), (Path(protocol.__file__), PROTOCOL_FILE),
+                         (Path(contract.__file__), CONTRACT_FILE)):
+        shutil.copyfile(source, lib / name)
+    (lib / "otter" / "__init__.py").write_text(protocol.OTTER_STAND_IN)
+    for module in SLOW_OPTIONAL_IMPORTS:
+        (lib / f"{module}.py").write_text(f'raise ImportError("{module} is left out of the grading sandbox")\n')
+    open_up(lib)
+    return lib
+
+
+class SandboxPool:
+    """It finds a temp folder the sandbox's user can reach whatever ``TMPDIR`` is, starts the seal
+    (bubblewrap, else POSIX separation as root; a root grader's runs each get a fresh uid), and
+    runs notebooks in it. ``private`` lists what a POSIX-separated submission must not be able to
+    read (golden values, masters, results, other submissions): the pool refuses to start, saying
+    what to fix, if any of it is world-readable.
+    """
+
+    def __init__(self, jobs: int = 2, *, threads: int | None = None, mode: str | None = None,
+                 private: list[Path] = ()):
+        self.jobs = max(1, jobs)
+        self.threads = threads or max(1, (os.cpu_count() or 1) // self.jobs)
+        self.mode, self.private = mode, list(private)
+        self.seal = None
+        self._autograders: dict[Path, Autograder] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> "SandboxPool":
+        base = grading_temp_base()
+        remove_stale_workspaces(base)
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-", dir=base))
+        self.workspace.chmod(0o711)  # the sandboxes' uids pass through to what is shared with them
+        try:
+            self.lib = runner_library(self.workspace)
+            staging = self.workspace / "staging"
+            staging.mkdir()
+            staging.chmod(0o711)  # explicit: a grader's umask of 077 must not lock the sandboxes out
+            self.seal = open_seal(staging, Path(sys.executable), self.mode, self.jobs)
+            if isinstance(self.seal, PosixSeal):
+                self.seal.require_private(self.private)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    @property
+    def description(self) -> str:
+        """Which seal grades and how it counts memory, for the results and the log."""
+        seal = getattr(self.seal, "description", getattr(self.seal, "mode", "none"))
+        return f"{seal}; {self.seal.counting}" if self.seal is not None else seal
+
+    @property
+    def unseen_memory_note(self) -> str | None:
+        """A warning when memory no /proc reading shows goes uncounted: no control group, several jobs."""
+        if self.seal is not None and self.seal.cgroups is None and self.jobs > 1:
+            return ("note: no control group can be made here, so with several jobs at once memory held in socket "
+                    "buffers or files in flight is bounded per process only; --jobs 1 counts it "
+                    "(docs/instructors/security.md)")
+        return None
+
+    def close(self) -> None:
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        close_seal(self.seal)  # the uids are free for another grader
+
+    def __enter__(self) -> "SandboxPool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def autograder(self, zip_path: Path) -> Autograder:
+        """The autograder zip (or unpacked folder), read once per run."""
+        with self._lock:
+            if zip_path not in self._autograders:
+                folder = self.workspace / f"autograder{len(self._autograders)}"
+                self._autograders[zip_path] = Autograder.load(zip_path, folder)
+            return self._autograders[zip_path]
+
+    def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> dict:
+        """Grade one submission (its notebook's text); always returns a result dict."""
+        run = self._run(autograder, notebook_text, limits, tests=autograder.sources, return_notebook=False)
+        return {**verdict(run, autograder, limits), "sandbox": self.description}
+
+    def execute(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> tuple[str | None, str]:
+        """Run a notebook's cells as grading does, without tests: (the executed notebook's text or
+        None, what went wrong if anything)."""
+        run = self._run(autograder, notebook_text, limits, tests=[], return_notebook=True)
+        text = next((m.get("text") for m in run.messages if m.get("event") == NOTEBOOK), None)
+        _, problem = run_status(run, limits)
+        if text is None and not problem:
+            problem = "the sandbox did not send the executed notebook back (larger than 48 MiB?)"
+        return (text if isinstance(text, str) else None), problem
+
+    def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
+             return_notebook: bool) -> SandboxRun:
+        """Run a notebook's cells in a sandbox, then ``tests`` (sent in only after the cells ran)."""
+        submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
+        try:
+            (submission / NOTEBOOK_FILE).write_text(notebook_text, encoding="utf-8")
+            (submission / JOB_FILE).write_text(json.dumps(protocol.job(autograder.notebook_name, return_notebook)))
+            with self.seal.lease() as uid:  # a fresh uid: nothing of an earlier run is left under it
+                self.seal.grant(submission, uid)  # this run's uid reads it; the others do not
+                argv, binds, env = self._command(autograder, submission, return_notebook)
+                return self.seal.run(argv, binds=binds, env=env, uid=uid, limits=limits,
+                                     on_message=_tests_after_cells(tests))
+        finally:
+            shutil.rmtree(submission, ignore_errors=True)
+
+    def _command(self, autograder: Autograder, submission: Path, return_notebook: bool) -> tuple[list, list, dict]:
+        """(argv, binds, env) of the runner: paths as the sandbox shows them."""
+        seal = self.seal
+        binds = [(self.lib, SANDBOX_LIB), (autograder.assets, SANDBOX_ASSETS), (submission, SANDBOX_SUBMISSION)]
+        seen = {dest: seal.inside(host, dest) for host, dest in binds}
+        env = protocol.sandbox_environment(str(Path(sys.executable).parent), self.threads)
+        env.update({"PYTHONPATH": f"{seen[SANDBOX_LIB]}:{seen[SANDBOX_ASSETS]}",
+                    SUBMISSION_ENV: seen[SANDBOX_SUBMISSION], ASSETS_ENV: seen[SANDBOX_ASSETS]})
+        if return_notebook:  # the notebook is wanted for its plots: Jupyter's inline backend, not Agg
+            env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+        if model_cache_dir().is_dir():  # converted models, read-only (helpers.models converts elsewhere if it must)
+            binds.append((model_cache_dir(), SANDBOX_MODELS))
+            env[MODEL_CACHE_ENV] = seal.inside(model_cache_dir(), SANDBOX_MODELS)
+        return [sys.executable, f"{seen[SANDBOX_LIB]}/{RUNNER_FILE}"], binds, env
+
+
+def _tests_after_cells(tests: list[dict]):
+    request = (json.dumps(tests) + "\n").encode("utf-8")
+    sent = []
+
+    def on_message(message: dict):
+        if message.get("event") == CELLS_DONE and not sent:
+            sent.append(True)
+            return request  # the tests go in only now, and only once
+        return None
+
+    return on_message
+
+
+def remove_stale_workspaces(base: Path) -> None:
+    """Remove the temp folders of grading runs that were killed (their pid is gone)."""
+    for folder in Path(base).glob(f"{WORKSPACE_PREFIX}*-*"):
+        pid = folder.name.removeprefix(WORKSPACE_PREFIX).split("-", 1)[0]
+        try:
+            mine = folder.lstat().st_uid == os.geteuid() and folder.is_dir() and not folder.is_symlink()
+        except OSError:
+            mine = False
+        if mine and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.build.assign import build_all
 from autograder.grade.grader import Grader, Limits
-from autograder.grade.results import format_table
+from autograder.grade.results import ResultsFolder, format_table
 from autograder.layout import Layout
 from autograder.report.compose import make_reports
 from autograder.samples import write_samples
@@ -60,7 +60,7 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
 
     partial = next((r for r in rows if r["submission"].endswith("partial.ipynb")), None)
     if partial:
-        feedback = out / "results" / "feedback" / f"{partial['submission']}.txt"
+        feedback = ResultsFolder(out / "results").feedback_of(partial["submission"])
         log(f"\n== what a student reads: {feedback}")
         log("\n".join(feedback.read_text(encoding="utf-8").splitlines()[:14]) + "\n  ...")
 

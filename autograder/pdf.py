@@ -25,9 +25,10 @@ from helpers.core.pdf import LatexMissing, latex_missing, render_notice, render_
 from autograder.build import master
 from autograder.grade.batch import Batch
 from autograder.grade.results import write_atomically
-from autograder.grade.submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256
+from autograder.grade.submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256, submission_id
 from autograder.layout import CourseError, Layout
 from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
+from autograder.sandbox.session import SandboxesOnDemand
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.
 RENDERER_VERSION = 1
@@ -68,22 +69,23 @@ class PdfMaker:
     def options(self) -> dict:
         return {"renderer": RENDERER_VERSION, "pagebreaks": self.pagebreaks, "execute": self.execute}
 
-    def executed(self, slug: str, nb) -> tuple[object | None, str]:
+    def executed(self, slug: str, nb, sandboxes: SandboxesOnDemand) -> tuple[object | None, str]:
         """``nb`` run sealed in the sandbox, as grading runs it: (the executed notebook or None, why not)."""
         zip_path = self.layout.autograder_zip(slug)
         if not zip_path.is_file():
             return None, f"no autograder at {zip_path} to run it with (run `course build {slug}`)"
         try:
-            pool = self._batch.sandboxes()
+            pool = sandboxes.get()
         except SandboxUnavailable as err:
             return None, f"no sandbox can start here to run it ({str(err)[:160]})"
         text, problem = pool.execute(pool.autograder(zip_path), nbformat.writes(nb), self.limits)
         return (nbformat.reads(text, as_version=4) if text else None), problem
 
-    def make_one(self, path: Path) -> dict:
-        """Render one submission; always returns its record (status ok or failed, and why)."""
+    def make_one(self, path: Path, sandboxes: SandboxesOnDemand) -> dict:
+        """Render one submission; always returns its record (status ok or failed, and why). A notebook
+        saved without outputs is run in one of ``sandboxes`` (started only if one is needed)."""
         started = time.perf_counter()
-        record = {"submission": self._batch.submission_id(path), "file": path.relative_to(self.submissions).as_posix(),
+        record = {"submission": submission_id(path, self.submissions), "file": path.relative_to(self.submissions).as_posix(),
                   "sha256": sha256(path), **self.options(), "assignment": "", "status": "failed", "message": ""}
         try:
             nb = read_submission_notebook(path)
@@ -94,7 +96,7 @@ class PdfMaker:
         record["assignment"] = slug
         lines = [f"assignment {slug} · file {record['file']}"]
         if not has_outputs(nb):
-            ran, problem = self.executed(slug, nb) if self.execute else (None, "not asked to (--no-execute)")
+            ran, problem = self.executed(slug, nb, sandboxes) if self.execute else (None, "not asked to (--no-execute)")
             if ran is not None:
                 nb = ran
                 lines.append("Saved without outputs: the plots and printouts below come from running the notebook "
@@ -137,11 +139,17 @@ class PdfMaker:
             raise CourseError(problem)
         if self.assignment and self.assignment not in self.layout.slugs():
             raise CourseError(f"no assignment {self.assignment!r} (known: {', '.join(self.layout.slugs())})")
-        self._batch = Batch(self.submissions, self.out, RECORDS, self.jobs, self.force,
-                            dict(private=[self.submissions, self.out, self.layout.solutions, self.layout.out]))
+        batch = Batch(self.submissions, self.out, RECORDS, self.jobs, self.force)
         started = time.perf_counter()
-        ordered = self._batch.run(self.make_one, self.still_holds, desc="PDFs", log=log,
-                                  reused="{n} submission(s) unchanged since their PDF was made (use --force to remake them)")
+        found = batch.find(log)
+        records = {path: record for path, record in batch.saved(found).items() if self.still_holds(path, record)}
+        if records:
+            log(f"{len(records)} submission(s) unchanged since their PDF was made (use --force to remake them)")
+        todo = [path for path in found if path not in records]
+        private = [self.submissions, self.out, self.layout.solutions, self.layout.out]
+        with SandboxesOnDemand(self.jobs, private=private) as sandboxes:
+            records.update(batch.work(todo, lambda path: self.make_one(path, sandboxes), desc="PDFs"))
+        ordered = [records[path] for path in found]
         self.seconds = time.perf_counter() - started
         self.merged = self.merge(ordered)
         self.write_log(ordered)

@@ -27,18 +27,18 @@ from helpers.core.models import prepare_bundled_gpt
 from autograder.autograder_zip import Autograder, NotACourseAutograder
 from autograder.build import master
 from autograder.grade.batch import Batch
-from autograder.grade.results import limits_record, now, write_reports, write_run_record
-from autograder.grade.row import Status
-from autograder.grade.submissions import InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256
+from autograder.grade.results import ResultsFolder, limits_record, now, write_reports, write_run_record
+from autograder.grade.row import Row, Status, completed
+from autograder.grade.submissions import (InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256,
+                                          submission_id)
 from autograder.grade.unsealed import run_worker
 from autograder.layout import CourseError, Layout
 from autograder.report.gradebook import read_roster, write_gradebooks
 from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
+from autograder.sandbox.session import SandboxesOnDemand, SandboxPool
 
 #: Time, memory (all processes of a submission together), process and output limits.
 Limits = SandboxLimits
-#: Where a run's rows are saved, one file per submission.
-ROWS = "rows"
 
 
 @dataclass
@@ -69,10 +69,10 @@ class Grader:
             raise InvalidSubmission(f"no autograder for assignment {slug!r} at {zip_path}; run `course build {slug}`")
         return slug, zip_path, nb
 
-    def loaded(self, zip_path: Path) -> Autograder:
+    def loaded(self, zip_path: Path, sandboxes: SandboxPool) -> Autograder:
         """The autograder zip, read once per run (its public files extracted for the sandboxes)."""
         try:
-            autograder = self._batch.sandboxes().autograder(zip_path)
+            autograder = sandboxes.autograder(zip_path)
         except NotACourseAutograder as err:  # the instructor's zip, not the submission: stop the run, say why
             raise CourseError(str(err)) from None
         with self._lock:
@@ -84,29 +84,25 @@ class Grader:
             self._prepared.add(zip_path)
         return autograder
 
-    def grade_one(self, path: Path) -> dict:
+    def grade_one(self, path: Path, sandboxes: SandboxesOnDemand | None) -> Row:
+        """One submission's row; ``sandboxes`` is the run's (None when grading unsafe)."""
         started = time.perf_counter()
-        row = {"submission": self._batch.submission_id(path), "file": str(path.relative_to(self.submissions)),
-               "sha256": sha256(path)}
+        row: Row = {"submission": submission_id(path, self.submissions), "file": str(path.relative_to(self.submissions)),
+                    "sha256": sha256(path)}
         try:
             slug, zip_path, nb = self.autograder_for(path)
         except InvalidSubmission as err:
-            row.update(assignment="", autograder_sha256="", status=Status.INVALID, message=str(err), questions={})
+            row.update(assignment="", autograder_sha256="",
+                       **completed({"status": Status.INVALID, "message": str(err), "questions": {}}, {}))
         else:
-            if self.unsafe:  # otter's own run: no pool, the zip read as otter reads it
+            if sandboxes is None:  # otter's own run: no sandbox, the zip read as otter reads it
                 row.update(assignment=slug, autograder_sha256=sha256(zip_path))
                 row.update(run_worker(path, zip_path, self.limits))
-                possible = Autograder.read(zip_path, need_golden=False).possible
             else:  # read once per run: tests, points and the zip's hash
-                autograder = self.loaded(zip_path)
+                pool = sandboxes.get()
+                autograder = self.loaded(zip_path, pool)
                 row.update(assignment=slug, autograder_sha256=autograder.sha256)
-                row.update(self._batch.sandboxes().grade(autograder, nbformat.writes(nb), self.limits))
-                possible = autograder.possible
-            for q, points in possible.items():  # every question gets a column, even on timeout
-                row["questions"].setdefault(q, {"score": 0, "possible": points, "cases": []})
-        row["scores"] = {q: v["score"] for q, v in sorted(row["questions"].items())}
-        row["total"] = round(sum(row["scores"].values()), 4)
-        row["possible"] = round(sum(v["possible"] for v in row["questions"].values()), 4)
+                row.update(pool.grade(autograder, nbformat.writes(nb), self.limits))
         row["seconds"] = round(time.perf_counter() - started, 2)
         row["sealed"] = not self.unsafe
         row["limits"], row["graded_at"] = limits_record(self.limits), now()
@@ -121,16 +117,11 @@ class Grader:
         zip_path = self.autograder or self.layout.autograder_zip(row["assignment"])
         return zip_path.is_file() and row.get("autograder_sha256") == sha256(zip_path)
 
-    def start_sandboxes(self, todo: list[Path], log=print) -> None:
+    def start_sandboxes(self, sandboxes: SandboxesOnDemand, log=print) -> None:
         """Start the sandbox this machine allows before any work; a set-up problem stops the run
         with what to fix."""
-        if not todo:
-            return
-        if self.unsafe:
-            log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
-            return
         try:
-            pool = self._batch.sandboxes()
+            pool = sandboxes.get()
         except SandboxUnavailable as err:
             raise CourseError(f"submissions cannot be graded sealed on this machine yet: {err}") from None
         log(f"grading sealed ({pool.description}): each submission in its own sandbox, scores judged outside it")
@@ -145,11 +136,20 @@ class Grader:
                 raise CourseError(str(err)) from None
         private = [self.submissions, self.out, self.layout.solutions, self.layout.out,
                    *([self.autograder] if self.autograder else [])]
-        self._batch = Batch(self.submissions, self.out, ROWS, self.jobs, self.force,
-                            dict(threads=self.threads, mode=self.sandbox_mode, private=private))
-        rows = self._batch.run(self.grade_one, self.still_holds, desc="grading", log=log,
-                               reused="{n} submission(s) already graded and unchanged (use --force to regrade)",
-                               before=lambda todo: self.start_sandboxes(todo, log))
+        batch = Batch(self.submissions, self.out, ResultsFolder.ROWS, self.jobs, self.force)
+        found = batch.find(log)
+        rows = {path: row for path, row in batch.saved(found).items() if self.still_holds(path, row)}
+        if rows:
+            log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
+        todo = [path for path in found if path not in rows]
+        with SandboxesOnDemand(self.jobs, threads=self.threads, mode=self.sandbox_mode, private=private) as sandboxes:
+            if todo and self.unsafe:
+                log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
+            elif todo:
+                self.start_sandboxes(sandboxes, log)
+            chosen = None if self.unsafe else sandboxes
+            rows.update(batch.work(todo, lambda path: self.grade_one(path, chosen), desc="grading"))
+        rows = [rows[path] for path in found]
         write_reports(rows, self.out)
         _, strays = find_submissions(self.submissions)
         write_gradebooks(rows, [p.relative_to(self.submissions).as_posix() for p in strays], self.out,

@@ -1,5 +1,7 @@
 """What a grading run writes: rows saved atomically, ``results.csv`` / ``results.json``, a feedback
-file per submission, and the score table printed at the end."""
+file per submission, and the score table printed at the end. :class:`ResultsFolder` is the one
+place that names the files of a results folder; the grader, the report, the gradebooks and the
+demo go through it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import io
 import json
 import os
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,6 +20,44 @@ from autograder.judge.quoting import spreadsheet_safe
 #: submissions are, the limits, the seal and the date. ``RUN_FORMAT`` changes when its meaning does.
 RUN_FILE = "run.json"
 RUN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ResultsFolder:
+    """The files of a ``course grade`` results folder."""
+
+    root: Path
+    ROWS = "rows"  # one saved row per submission (the batch's records folder)
+
+    @property
+    def rows(self) -> Path:
+        return self.root / self.ROWS
+
+    @property
+    def csv(self) -> Path:
+        return self.root / "results.csv"
+
+    @property
+    def json(self) -> Path:
+        return self.root / "results.json"
+
+    @property
+    def feedback(self) -> Path:
+        return self.root / "feedback"
+
+    def feedback_of(self, submission: str) -> Path:
+        return self.feedback / f"{submission}.txt"
+
+    def row_of(self, submission: str) -> Path:
+        return self.rows / f"{submission}.json"
+
+    @property
+    def run(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def gradebooks(self) -> Path:
+        return self.root / "gradebook"
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:
@@ -40,13 +81,13 @@ def write_reports(rows: list[dict], out: Path) -> None:
         writer.writerow([spreadsheet_safe(cell) for cell in (
             row["submission"], row["assignment"], row["status"], *(row["scores"].get(q, "") for q in questions),
             row["total"], row["possible"], row["seconds"], row["message"])])
-    write_atomically(out / "results.csv", table.getvalue())
+    folder = ResultsFolder(out)
+    write_atomically(folder.csv, table.getvalue())
     summary = [{k: v for k, v in row.items() if k != "questions"} for row in rows]
-    write_atomically(out / "results.json", json.dumps(summary, indent=1))
-    feedback = out / "feedback"
-    feedback.mkdir(exist_ok=True)
+    write_atomically(folder.json, json.dumps(summary, indent=1))
+    folder.feedback.mkdir(exist_ok=True)
     for row in rows:
-        write_atomically(feedback / f"{row['submission']}.txt", feedback_text(row))
+        write_atomically(folder.feedback_of(row["submission"]), feedback_text(row))
 
 
 def now() -> str:
@@ -62,7 +103,7 @@ def write_run_record(out: Path, submissions: Path, limits, sealed: bool, sandbox
     """``run.json``: what graded this results folder, for ``course report``."""
     record = {"format": RUN_FORMAT, "submissions": str(submissions), "graded_at": now(),
               "limits": limits_record(limits), "sealed": sealed, "sandbox_mode": sandbox}
-    write_atomically(out / RUN_FILE, json.dumps(record, indent=1))
+    write_atomically(ResultsFolder(out).run, json.dumps(record, indent=1))
 
 
 def feedback_text(row: dict) -> str:

@@ -74,5 +74,17 @@ class Row(Verdict, total=False):
     graded_at: str
 
 
+def completed(verdict: Verdict, possible: dict[str, float]) -> Verdict:
+    """The complete scored part of a row: ``verdict`` with a column for every question of
+    ``possible`` (0 points where its tests never ran, as on a timeout), each question's score, the
+    total and the points possible."""
+    questions = dict(verdict.get("questions") or {})
+    for question, points in possible.items():
+        questions.setdefault(question, {"score": 0, "possible": points, "cases": []})
+    scores = {q: v["score"] for q, v in sorted(questions.items())}
+    return {**verdict, "questions": questions, "scores": scores, "total": round(sum(scores.values()), 4),
+            "possible": round(sum(v["possible"] for v in questions.values()), 4)}
+
+
 #: What a reader needs of a row, and of which types, to use it at all.
 REQUIRED_FIELDS = {"submission": str, "status": str, "total": (int, float), "possible": (int, float), "scores": dict}

@@ -25,7 +25,7 @@ import nbformat
 from helpers.core.contract import GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
 
 from autograder.autograder_zip import Autograder
-from autograder.grade.row import Status
+from autograder.grade.row import Status, Verdict, completed
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 from autograder.judge.verdicts import MEMORY_MARKERS
 from autograder.kernels import IPYTHONDIR_ENV, isolated_ipython_dir
@@ -52,18 +52,18 @@ def grade(submission: Path, autograder_zip: Path) -> dict:
         text = f"{type(err).__name__}: {err}"
         if "Assignment name" in str(err) or "assignment name" in str(err):
             raise InvalidSubmission(f"submitted to the wrong assignment: {err}") from None
-        status = "memory" if any(m in text for m in MEMORY_MARKERS) else "error"
+        status = Status.MEMORY if any(m in text for m in MEMORY_MARKERS) else Status.ERROR
         if "DeadKernelError" in text or "Kernel died" in text:
-            status, text = "memory", f"the notebook's kernel died (most often: out of memory): {err}"
+            status, text = Status.MEMORY, f"the notebook's kernel died (most often: out of memory): {err}"
         return {"status": status, "message": text[:500], "questions": {}}
     if results.has_catastrophic_failure():
         return {"status": Status.ERROR, "message": f"grading failed: {results.catastrophic_error}"[:500], "questions": {}}
     questions = summarize(results, autograder.tests)
-    status, message = "ok", ""
+    status, message = Status.OK, ""
     error = first_error(results.notebook)
     if error:
         where, ename, evalue = error
-        status = "memory" if any(m in f"{ename}: {evalue}" for m in MEMORY_MARKERS) else "error"
+        status = Status.MEMORY if any(m in f"{ename}: {evalue}" for m in MEMORY_MARKERS) else Status.ERROR
         message = f"{where} raised {ename}: {evalue}"[:500]
     return {"status": status, "message": message, "questions": questions}
 
@@ -92,8 +92,14 @@ def _limit_memory(memory_mb: int):
     return apply
 
 
-def run_worker(submission: Path, autograder_zip: Path, limits: SandboxLimits) -> dict:
-    """Unsafe path: grade one submission with otter in a child process group; always returns a result."""
+def run_worker(submission: Path, autograder_zip: Path, limits: SandboxLimits) -> Verdict:
+    """Unsafe path: grade one submission with otter in a child process group; always returns the
+    complete scored part of a row."""
+    return completed(_worker_result(submission, autograder_zip, limits),
+                     Autograder.read(autograder_zip, need_golden=False).possible)
+
+
+def _worker_result(submission: Path, autograder_zip: Path, limits: SandboxLimits) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,

@@ -16,7 +16,7 @@ from helpers.core.golden import judge
 
 import autograder.judge.sampling  # noqa: F401 (hands the grader's own measures to the table)
 from autograder.autograder_zip import Autograder
-from autograder.grade.row import Status, Verdict
+from autograder.grade.row import Status, Verdict, completed
 from autograder.judge.quoting import UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test
 from autograder.sandbox.holdings import MAX_DEPTH, MAX_FILES
 from autograder.sandbox.protocol import CELLS_DONE, DONE, MAX_VALUE_LINE_BYTES, MAX_VALUES_BYTES, RUNNER_ERROR, TEST
@@ -48,9 +48,9 @@ def verdict(run: SandboxRun, autograder: Autograder, limits: SandboxLimits) -> V
         status, message = Status.MEMORY, f"{where} ran out of memory ({exception_name(short_of_memory['error'])})"
     if run.output_dropped and status == Status.OK:
         message = f"printed more than {limits.output_bytes >> 10} KiB outside the notebook; the rest was dropped"
-    return {"status": status, "message": message[:500], "questions": questions,
-            "peak_memory_mb": round(run.peak_memory_mb), "peak_address_space_mb": round(run.peak_address_space_mb),
-            "sandbox_seconds": round(run.seconds, 2)}
+    return completed({"status": status, "message": message[:500], "questions": questions,
+                      "peak_memory_mb": round(run.peak_memory_mb), "peak_address_space_mb": round(run.peak_address_space_mb),
+                      "sandbox_seconds": round(run.seconds, 2)}, autograder.possible)
 
 
 def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()) -> tuple[Status, str]:

@@ -78,7 +78,7 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
         output["extra_data"] = {"assignment": autograder.name, "status": result["status"],
                                 "message": result["message"], "sandbox": result["sandbox"],
                                 "limits": limits_record(LIMITS), "graded_at": now()}
-        print(f"{output['score']:g} / {_possible(result):g} points; status {result['status']}; "
+        print(f"{output['score']:g} / {result['possible']:g} points; status {result['status']}; "
               f"graded sealed ({result['sandbox']})")
         return _write(results, output)
     except SandboxUnavailable as err:
@@ -89,10 +89,6 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
         _write(results, failed_results("The autograder failed; your instructor has been shown why."))
         traceback.print_exc()
         return 1
-
-
-def _possible(result: dict) -> float:
-    return sum(q["possible"] for q in result["questions"].values())
 
 
 def gradescope_results(result: dict, seconds: float) -> dict:

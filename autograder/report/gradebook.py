@@ -20,11 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.grade.results import write_atomically
+from autograder.grade.results import ResultsFolder, write_atomically
 from autograder.judge.quoting import spreadsheet_safe
 
-#: Where the gradebooks go in a results folder.
-GRADEBOOK_DIR = "gradebook"
 #: Canvas's bulk download: ``lastfirst[_LATE]_<user id>_<submission id>_<original name>``.
 CANVAS_NAME = re.compile(r"^(?P<name>[^_/]+?)(?:_LATE)?_(?P<user>\d+)_(?P<submission>\d+)_(?P<rest>.+)$")
 #: Moodle's: ``<Full Name>_<participant id>_assignsubmission_file_<original name>`` (a file or a folder).
@@ -73,7 +71,7 @@ def write_gradebooks(rows: list[dict], strays: list[str], out: Path, written: di
     written questions and their points. Returns the files written."""
     assignments = sorted({row["assignment"] for row in rows if row["assignment"]}) or ["unknown"]
     unassigned = [row for row in rows if not row["assignment"]]
-    folder = out / GRADEBOOK_DIR
+    folder = ResultsFolder(out).gradebooks
     folder.mkdir(parents=True, exist_ok=True)
     written_files = []
     for assignment in assignments:
@@ -127,4 +125,4 @@ def _csv(table: list[list]) -> str:
     return buffer.getvalue()
 
 
-__all__ = ["GRADEBOOK_DIR", "Student", "canvas_table", "read_roster", "student_of", "write_gradebooks"]
+__all__ = ["Student", "canvas_table", "read_roster", "student_of", "write_gradebooks"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.grade.results import RUN_FILE, RUN_FORMAT
+from autograder.grade.results import RUN_FORMAT, ResultsFolder
 from autograder.grade.row import REQUIRED_FIELDS, UNFINISHED, Status
 from autograder.layout import CourseError
 
@@ -91,8 +91,8 @@ def read_batch(folder: Path, submissions: Path | None = None, assignment: str | 
     folder = Path(folder)
     if not folder.is_dir():
         raise CourseError(f"results folder {folder} does not exist")
-    if any((folder / name).exists() for name in ("results.json", "rows", RUN_FILE)) and \
-            not _is_gradescope_file(folder / "results.json"):
+    results = ResultsFolder(folder)
+    if any(path.exists() for path in (results.json, results.rows, results.run)) and not _is_gradescope_file(results.json):
         batch = read_course_grade(folder, submissions)
     else:
         batch = read_gradescope(folder, submissions, assignment)
@@ -122,25 +122,26 @@ def _load_json(path: Path, notes: Notes, what: str):
 def read_course_grade(folder: Path, submissions: Path | None = None) -> Batch:
     notes = Notes()
     run = {}
-    if (folder / RUN_FILE).exists():
-        run = _load_json(folder / RUN_FILE, notes, "; limits, date and the submissions folder are unknown") or {}
+    results = ResultsFolder(folder)
+    if results.run.exists():
+        run = _load_json(results.run, notes, "; limits, date and the submissions folder are unknown") or {}
         if not isinstance(run, dict):
-            notes.add(folder / RUN_FILE, "not a run record (a JSON object was expected); ignored")
+            notes.add(results.run, "not a run record (a JSON object was expected); ignored")
             run = {}
         elif run.get("format") != RUN_FORMAT:
-            notes.add(folder / RUN_FILE, f"written by another version of course grade (format {run.get('format')!r}, "
+            notes.add(results.run, f"written by another version of course grade (format {run.get('format')!r}, "
                                          f"this report reads format {RUN_FORMAT}); read as far as it matches")
     else:
-        notes.add(folder / RUN_FILE, "missing (results of an older course grade): limits, date and the "
+        notes.add(results.run, "missing (results of an older course grade): limits, date and the "
                                      "submissions folder are not recorded; pass --submissions DIR for the code")
-    summary = _load_json(folder / "results.json", notes, "; the rows are read from rows/*.json instead")
+    summary = _load_json(results.json, notes, "; the rows are read from rows/*.json instead")
     if summary is not None and not isinstance(summary, list):
-        notes.add(folder / "results.json", "not a list of rows (another version, or another tool's file?); "
+        notes.add(results.json, "not a list of rows (another version, or another tool's file?); "
                                            "the rows are read from rows/*.json instead")
         summary = None
     if summary is None:
         summary = []
-        for path in sorted((folder / "rows").glob("*.json")):
+        for path in sorted(results.rows.glob("*.json")):
             row = _load_json(path, notes, "; left out")
             if isinstance(row, dict):
                 summary.append(row)
@@ -178,7 +179,8 @@ def _row_problem(row) -> str:
 
 def _from_row(row: dict, folder: Path, run: dict, code_folder: Path | None, notes: Notes) -> Graded:
     name = row["submission"]
-    feedback = folder / "feedback" / f"{name}.txt"
+    results = ResultsFolder(folder)
+    feedback = results.feedback_of(name)
     if not feedback.is_file():
         notes.add(f"feedback/{name}.txt", "missing; the report links to no feedback for it")
         feedback = None
@@ -190,7 +192,7 @@ def _from_row(row: dict, folder: Path, run: dict, code_folder: Path | None, note
                     graded_at=str(row.get("graded_at") or run.get("graded_at") or ""))
     if isinstance(row.get("file"), str) and code_folder and ".." not in Path(row["file"]).parts:
         graded.code = code_folder / row["file"]
-    full = row if "questions" in row else _load_json(folder / "rows" / f"{name}.json", notes,
+    full = row if "questions" in row else _load_json(results.row_of(name), notes,
                                                     "; its tests are left out of Tests and Common mistakes")
     if isinstance(full, dict) and isinstance(full.get("questions"), dict):
         graded.cases, graded.question_possible = _cases(full["questions"])

@@ -28,7 +28,7 @@ from pathlib import Path
 from autograder.sandbox.holdings import Meter, descendants, threads_of
 from autograder.sandbox.seal import (OPEN_FILES, THREADS_PER_PROCESS, WORKDIR, SandboxLimits, SandboxUnavailable, _reachable_by_others,
                       _RunPlace, Seal, address_space_backstop_mb, kill_tree)
-from autograder.sandbox.uids import kill_uid
+from autograder.sandbox.uids import UidPool, kill_uid
 
 
 def bwrap_binary() -> str:
@@ -57,6 +57,7 @@ class BubblewrapSeal(Seal):
     staging: Path  # a folder of the grader's for the launcher's staging mount points
     binds: list[tuple[Path, str]] = field(default_factory=list)
     bwrap: str | None = None  # default: bwrap_binary()
+    uids: UidPool | None = None  # a root grader's: a fresh uid per run
     mode = "bubblewrap"
 
     def __post_init__(self):
@@ -70,6 +71,7 @@ class BubblewrapSeal(Seal):
         for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types"):
             if Path("/etc", name).exists():
                 self.system_binds.append((Path("/etc", name), f"/etc/{name}"))
+        self._claim_uids()
 
     def inside(self, host: Path, dest: str) -> str:
         return dest

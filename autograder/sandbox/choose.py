@@ -39,8 +39,7 @@ def open_seal(staging: Path, python: Path, mode: str | None = None, jobs: int = 
     kinds = ([BubblewrapSeal] if mode in ("auto", "bubblewrap") else []) + ([PosixSeal] if mode in ("auto", "posix") else [])
     for kind in kinds:
         try:
-            sandbox = kind(python=python, staging=staging)
-            sandbox.uids = pool
+            sandbox = kind(python=python, staging=staging, uids=pool)
             sandbox.probe()
             return sandbox
         except SandboxUnavailable as err:

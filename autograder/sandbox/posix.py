@@ -30,7 +30,7 @@ from pathlib import Path
 from autograder.sandbox.holdings import SHARED_MEMORY, Meter, alive, descendants, processes_of
 from autograder.sandbox.seal import (OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
                       _root_may, _RunPlace, Seal, address_space_backstop_mb, kill_tree)
-from autograder.sandbox.uids import kill_uid
+from autograder.sandbox.uids import UidPool, kill_uid
 
 
 @dataclass
@@ -51,6 +51,7 @@ class PosixSeal(Seal):
 
     python: Path
     staging: Path
+    uids: UidPool | None = None  # a fresh uid per run (claimed when made if none is given)
     mode = "posix"
 
     def __post_init__(self):
@@ -69,6 +70,7 @@ class PosixSeal(Seal):
         self.needed = [prefix, Path(self.python).parents[1]]  # the base installation and the virtual environment
         self._runs = 0
         self._lock = threading.Lock()
+        self._claim_uids()
 
     @property
     def description(self) -> str:

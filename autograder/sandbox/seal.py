@@ -46,7 +46,7 @@ from pathlib import Path
 
 from autograder.sandbox.cgroups import CgroupHome, RunGroup, find_home
 from autograder.sandbox.holdings import MAX_FILES, Meter, alive, descendants
-from autograder.sandbox.protocol import CHANNEL_ENV, LIFELINE_ENV
+from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
 from autograder.sandbox.streams import Drain, Lines, Replies
 from autograder.sandbox.uids import UidPool, writable_places
 
@@ -198,12 +198,20 @@ class Seal:
         """How memory is counted here, for the log and the results."""
         return "kernel-counted memory" if self.cgroups is not None else "memory counted from /proc"
 
+    def _claim_uids(self) -> None:
+        """A root grader's seal made without a pool of uids (``open_seal`` gives one) claims one of
+        its own when it is made: a run never goes under root's own uid."""
+        if self.uids is None and os.geteuid() == 0:
+            self.uids = UidPool(1, writable_places())
+
+    def require_private(self, paths: list[Path]) -> None:
+        """Refuse to start if a submission could read any of ``paths``. A seal that shows a
+        submission nothing of the grader's files (bubblewrap) has nothing to check."""
+
     @contextmanager
     def lease(self):
         """The uid one run is graded under: a fresh one from the pool when the grader is root
         (given back, emptied, after the run), else this user's own."""
-        if self.uids is None and os.geteuid() == 0:  # made without open_seal: a pool of its own
-            self.uids = UidPool(1, writable_places())
         if self.uids is None:
             yield os.getuid()
             return
@@ -243,13 +251,13 @@ class Seal:
         raise NotImplementedError
 
     def run(self, argv: list[str], *, binds: list[tuple[Path, str]], env: dict[str, str], uid: int,
-            limits: SandboxLimits, on_message=None) -> SandboxRun:
+            limits: SandboxLimits, after_cells: bytes | None = None) -> SandboxRun:
         """Run ``argv`` in a sandbox as ``uid`` (from :meth:`lease`) until it ends or hits a limit.
 
         The runner inside writes newline-delimited JSON messages to the file descriptor named by
-        ``$COURSE_CHANNEL_FD``; ``on_message(msg)`` is called for each and may return bytes to send
-        to the runner's stdin (``None``: nothing; ``b""``: close stdin). Replies are written by a
-        thread of their own: a sandbox that never reads its stdin cannot stall the watch.
+        ``$COURSE_CHANNEL_FD``. ``after_cells`` (the tests) is written to the runner's stdin once,
+        when it reports that the notebook's cells ran, never before; by a thread of its own, so a
+        sandbox that never reads its stdin cannot stall the watch.
         ``HOME`` and ``TMPDIR`` are the sandbox's own (a private, writable working and temp folder).
         """
         result = SandboxRun()
@@ -288,9 +296,9 @@ class Seal:
             while proc.poll() is None:
                 for message in channel.take():
                     result.messages.append(message)
-                    reply = on_message(message) if on_message else None
-                    if reply is not None:
-                        replies.put(reply)
+                    if after_cells is not None and message.get("event") == CELLS_DONE:
+                        replies.put(after_cells)  # the tests go in only now, and only once
+                        after_cells = None
                 if time.perf_counter() - started > limits.timeout:
                     result.killed_for = "timeout"
                     break

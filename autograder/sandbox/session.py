@@ -27,8 +27,7 @@ from autograder.sandbox import protocol
 from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
                        RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV)
 from autograder.sandbox.choose import close_seal, open_seal
-from autograder.sandbox.posix import PosixSeal
-from autograder.sandbox.seal import SandboxLimits, SandboxRun, grading_temp_base
+from autograder.sandbox.seal import SandboxLimits, SandboxRun, SandboxUnavailable, grading_temp_base
 
 RUNNER = Path(__file__).with_name("runner.py")
 #: Module names that are replaced inside the sandbox by a stub that refuses to import.
@@ -82,8 +81,7 @@ class SandboxPool:
             staging.mkdir()
             staging.chmod(0o711)  # explicit: a grader's umask of 077 must not lock the sandboxes out
             self.seal = open_seal(staging, Path(sys.executable), self.mode, self.jobs)
-            if isinstance(self.seal, PosixSeal):
-                self.seal.require_private(self.private)
+            self.seal.require_private(self.private)
         except BaseException:
             self.close()
             raise
@@ -148,7 +146,7 @@ class SandboxPool:
                 self.seal.grant(submission, uid)  # this run's uid reads it; the others do not
                 argv, binds, env = self._command(autograder, submission, return_notebook)
                 return self.seal.run(argv, binds=binds, env=env, uid=uid, limits=limits,
-                                     on_message=_tests_after_cells(tests))
+                                     after_cells=(json.dumps(tests) + "\n").encode("utf-8"))
         finally:
             shutil.rmtree(submission, ignore_errors=True)
 
@@ -168,17 +166,37 @@ class SandboxPool:
         return [sys.executable, f"{seen[SANDBOX_LIB]}/{RUNNER_FILE}"], binds, env
 
 
-def _tests_after_cells(tests: list[dict]):
-    request = (json.dumps(tests) + "\n").encode("utf-8")
-    sent = []
+class SandboxesOnDemand:
+    """A run's :class:`SandboxPool`, started on first use (``course pdf`` needs one only for a notebook
+    saved without outputs) and closed when the run ends; ``with`` it. A pool that cannot start
+    raises the same :class:`SandboxUnavailable` at every use."""
 
-    def on_message(message: dict):
-        if message.get("event") == CELLS_DONE and not sent:
-            sent.append(True)
-            return request  # the tests go in only now, and only once
-        return None
+    def __init__(self, jobs: int = 2, **options):
+        self.jobs, self.options = jobs, options
+        self._pool: SandboxPool | SandboxUnavailable | None = None
+        self._lock = threading.Lock()
 
-    return on_message
+    def get(self) -> SandboxPool:
+        with self._lock:
+            if self._pool is None:
+                pool = SandboxPool(self.jobs, **self.options)
+                try:
+                    self._pool = pool.start()
+                except SandboxUnavailable as err:
+                    self._pool = err
+        if isinstance(self._pool, SandboxUnavailable):
+            raise self._pool
+        return self._pool
+
+    def close(self) -> None:
+        if isinstance(self._pool, SandboxPool):
+            self._pool.close()
+
+    def __enter__(self) -> "SandboxesOnDemand":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def remove_stale_workspaces(base: Path) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from helpers.core.contract import GOLDEN_FILENAME
 
 from autograder.grade.submissions import sha256
+from autograder.templates import render
 
 CONFIG_FILE = "otter_config.json"
 TESTS_DIR = "tests"
@@ -44,16 +45,8 @@ SOURCE_DIR = "source"
 #: What hidden tests call when they need the bundled GPT (converted once, before any sandbox starts).
 GPT_LOADER = "load_gpt("
 
-#: The zip's ``run_otter.py``: what Gradescope's ``run_autograder`` starts.
-ENTRY_POINT = f'''"""Gradescope entry point of the course bundle: grade the submission sealed (autograder.platforms.gradescope)."""
-import sys
-
-sys.path[:0] = ["{GRADESCOPE_ROOT}/{SOURCE_DIR}/{PACKAGE_DIR}", "{GRADESCOPE_ROOT}/{SOURCE_DIR}/{FILES_DIR}"]
-from autograder.platforms.gradescope import main  # noqa: E402
-
-if __name__ == "__main__":
-    sys.exit(main("{GRADESCOPE_ROOT}"))
-'''
+#: Where the zip's ``run_otter.py`` and ``setup.sh`` lines (autograder/templates/) find things.
+TEMPLATE_PLACES = {"root": GRADESCOPE_ROOT, "source": SOURCE_DIR, "package": PACKAGE_DIR, "files": FILES_DIR}
 
 
 class NotACourseAutograder(ValueError):
@@ -251,7 +244,7 @@ def carried_modules(package: Path = Path(__file__).parent) -> list[str]:
 def gradescope_entries(package: Path = Path(__file__).parent) -> dict[str, bytes]:
     """What the zip carries for sealed grading on Gradescope: the grader modules it needs, and a
     ``run_otter.py`` that grades through them (``otter run`` does not use that file and grades as before)."""
-    entries = {ENTRY_FILE: ENTRY_POINT.encode("utf-8")}
+    entries = {ENTRY_FILE: render("run_otter.py.tmpl", **TEMPLATE_PLACES).encode("utf-8")}
     for name in carried_modules(package):
         entries[f"{PACKAGE_DIR}/autograder/{name}"] = (package / name).read_bytes()
     return entries
@@ -262,13 +255,7 @@ def setup_additions(no_deps: list[str]) -> str:
     install without their dependencies (``no_deps``), then :func:`autograder.platforms.gradescope.prepare_image`
     (the sandbox's uid may run the environment's Python; the bundled GPT converted once into the
     image when the tests load it, so that no submission pays the 20 s conversion)."""
-    lines = ["", "# course bundle: packages installed without their dependencies",
-             f"mamba run -n otter-env pip install --no-deps {' '.join(no_deps)}",
-             "# course bundle: ready the image for sealed grading (see autograder/platforms/gradescope.py)",
-             f"cd {GRADESCOPE_ROOT}/{SOURCE_DIR} && mamba run -n otter-env python -c 'import sys; "
-             f"sys.path[:0] = [\"{PACKAGE_DIR}\", \"{FILES_DIR}\"]; from autograder.platforms.gradescope import prepare_image; "
-             "prepare_image()'"]
-    return "\n".join(lines) + "\n"
+    return render("setup_additions.sh.tmpl", no_deps=" ".join(no_deps), **TEMPLATE_PLACES)
 
 
 def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: dict[str, bytes] | None = None) -> None:

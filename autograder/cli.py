@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 from autograder.layout import CourseError, Layout
-from autograder.sandbox.seal import SandboxLimits
+from autograder.limits import DEFAULT_LIMITS
 
 #: The limits' defaults, as the sandbox defines them (the options show and override them).
-LIMITS = SandboxLimits()
 
 
 def find_layout(args) -> Layout:
@@ -165,12 +164,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("submissions", help="folder of submissions (searched recursively)")
     g.add_argument("--out", required=True, help="folder for results.csv, results.json and feedback/")
     g.add_argument("--jobs", type=int, default=2, help="submissions graded at once (default 2)")
-    g.add_argument("--timeout", type=float, default=LIMITS.timeout,
-                   help=f"seconds per submission (default {LIMITS.timeout:g})")
-    g.add_argument("--memory", type=int, default=LIMITS.memory_mb,
-                   help=f"memory limit in MB for all processes of one submission together (default {LIMITS.memory_mb})")
-    g.add_argument("--processes", type=int, default=LIMITS.processes,
-                   help=f"processes one submission may run at once (default {LIMITS.processes})")
+    g.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.timeout,
+                   help=f"seconds per submission (default {DEFAULT_LIMITS.timeout:g})")
+    g.add_argument("--memory", type=int, default=DEFAULT_LIMITS.memory_mb,
+                   help=f"memory limit in MB for all processes of one submission together (default {DEFAULT_LIMITS.memory_mb})")
+    g.add_argument("--processes", type=int, default=DEFAULT_LIMITS.processes,
+                   help=f"processes one submission may run at once (default {DEFAULT_LIMITS.processes})")
     g.add_argument("--sandbox", choices=("auto", "bubblewrap", "posix"), default=None,
                    help="how to seal: bubblewrap where it starts, else a separate uid as root (auto, the default; "
                         "or $COURSE_SANDBOX)")
@@ -200,8 +199,8 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--assignment", help="assignment slug, when submissions do not name one")
     f.add_argument("--no-execute", action="store_true",
                    help="do not run notebooks saved without outputs (by default they run sealed, as in grading)")
-    f.add_argument("--timeout", type=float, default=LIMITS.timeout,
-                   help=f"seconds to run such a notebook (default {LIMITS.timeout:g})")
+    f.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.timeout,
+                   help=f"seconds to run such a notebook (default {DEFAULT_LIMITS.timeout:g})")
     f.set_defaults(func=cmd_pdf)
 
     gs = sub.add_parser("gradescope-check", help="grade one submission with an autograder zip the way Gradescope "

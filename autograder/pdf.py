@@ -27,7 +27,8 @@ from autograder.grade.batch import Batch
 from autograder.grade.results import write_atomically
 from autograder.grade.submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256, submission_id
 from autograder.layout import CourseError, Layout
-from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
+from autograder.limits import SandboxLimits
+from autograder.sandbox.seal import SandboxUnavailable
 from autograder.sandbox.session import SandboxesOnDemand
 
 #: Bumped when the PDFs would come out differently: older ones are then made again.

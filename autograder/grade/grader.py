@@ -33,8 +33,9 @@ from autograder.grade.submissions import (InvalidSubmission, assignment_slug, fi
                                           submission_id)
 from autograder.grade.unsealed import run_worker
 from autograder.layout import CourseError, Layout
+from autograder.limits import SandboxLimits
 from autograder.report.gradebook import read_roster, write_gradebooks
-from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
+from autograder.sandbox.seal import SandboxUnavailable
 from autograder.sandbox.session import SandboxesOnDemand, SandboxPool
 
 #: Time, memory (all processes of a submission together), process and output limits.

@@ -17,15 +17,13 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.limits import MAX_COMPRESSION_RATIO, MAX_NOTEBOOK_BYTES, RATIO_FREE_BYTES
+
 SUBMISSION_SUFFIXES = (".ipynb", ".zip")
 #: What an assignment name in a notebook's metadata may look like (it becomes part of a path).
 SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9_]*")
-MAX_NOTEBOOK_BYTES = 100 << 20
-#: A zip entry is inflated this much at a time; past ``RATIO_FREE_BYTES`` it may not inflate more
-#: than ``MAX_COMPRESSION_RATIO`` times its compressed size (real notebooks stay far below).
+#: A zip entry is inflated this much at a time (within the limits of autograder.limits).
 ZIP_CHUNK_BYTES = 1 << 20
-RATIO_FREE_BYTES = 16 << 20
-MAX_COMPRESSION_RATIO = 200
 
 
 def find_submissions(folder: Path) -> tuple[list[Path], list[Path]]:

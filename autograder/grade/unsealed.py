@@ -29,9 +29,9 @@ from autograder.grade.row import Status, Verdict, completed
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 from autograder.judge.verdicts import MEMORY_MARKERS
 from autograder.kernels import IPYTHONDIR_ENV, isolated_ipython_dir
+from autograder.limits import SandboxLimits, address_space_backstop_mb
 from autograder.otter_io import first_error, summarize
 from autograder.sandbox.protocol import GRADING_SETTING
-from autograder.sandbox.seal import SandboxLimits, address_space_backstop_mb
 
 
 def grade(submission: Path, autograder_zip: Path) -> dict:

@@ -18,9 +18,9 @@ import autograder.judge.sampling  # noqa: F401 (hands the grader's own measures 
 from autograder.autograder_zip import Autograder
 from autograder.grade.row import Status, Verdict, completed
 from autograder.judge.quoting import UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test
-from autograder.sandbox.holdings import MAX_DEPTH, MAX_FILES
-from autograder.sandbox.protocol import CELLS_DONE, DONE, MAX_VALUE_LINE_BYTES, MAX_VALUES_BYTES, RUNNER_ERROR, TEST
-from autograder.sandbox.seal import SandboxLimits, SandboxRun
+from autograder.limits import MAX_DEPTH, MAX_FILES, RUNNER_CAPS, SandboxLimits
+from autograder.sandbox.protocol import CELLS_DONE, DONE, RUNNER_ERROR, TEST
+from autograder.sandbox.seal import SandboxRun
 
 #: What an error says when memory ran out (Python, torch's allocator, a Rust extension's os error 12).
 MEMORY_MARKERS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "os error 12",
@@ -151,8 +151,8 @@ def _judged(key: str, spec: dict, line: dict) -> str | None:
     if "error" in line:  # written by the kernel: never quoted
         return f"{key}: {UNREADABLE_VALUE}"
     if "refused" in line:  # the runner read no further than the key
-        return (f"{key}: the value was over {MAX_VALUE_LINE_BYTES >> 20} MiB as collected (or past the "
-                f"{MAX_VALUES_BYTES >> 20} MiB of all values together) and was not read: check its shape")
+        return (f"{key}: the value was over {RUNNER_CAPS.value_line_bytes >> 20} MiB as collected (or past the "
+                f"{RUNNER_CAPS.values_bytes >> 20} MiB of all values together) and was not read: check its shape")
     try:
         message = judge(spec, line["value"])
     except Exception:  # a malformed record is a wrong value, never a crash of the grader

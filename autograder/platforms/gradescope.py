@@ -40,11 +40,11 @@ from autograder.autograder_zip import ENTRY_FILE, GRADESCOPE_ROOT, SOURCE_DIR, A
 from autograder.grade.results import limits_record, now
 from autograder.grade.row import Status
 from autograder.grade.submissions import InvalidSubmission, find_upload, read_submission_notebook
+from autograder.limits import DEFAULT_LIMITS
 from autograder.sandbox.choose import SANDBOX_MODE_ENV
-from autograder.sandbox.seal import SandboxLimits, SandboxUnavailable
+from autograder.sandbox.seal import SandboxUnavailable
 
 #: The limits on Gradescope: ``course grade``'s defaults (Gradescope's own timeout is longer).
-LIMITS = SandboxLimits()
 
 
 def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
@@ -72,12 +72,12 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
                 from helpers.core.models import prepare_bundled_gpt
 
                 prepare_bundled_gpt()
-            result = pool.grade(autograder, nbformat.writes(notebook), LIMITS)
+            result = pool.grade(autograder, nbformat.writes(notebook), DEFAULT_LIMITS)
         output = gradescope_results(result, time.perf_counter() - started)
         # stored by Gradescope with the results, for `course report` on the downloaded files
         output["extra_data"] = {"assignment": autograder.name, "status": result["status"],
                                 "message": result["message"], "sandbox": result["sandbox"],
-                                "limits": limits_record(LIMITS), "graded_at": now()}
+                                "limits": limits_record(DEFAULT_LIMITS), "graded_at": now()}
         print(f"{output['score']:g} / {result['possible']:g} points; status {result['status']}; "
               f"graded sealed ({result['sandbox']})")
         return _write(results, output)

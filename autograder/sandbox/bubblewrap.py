@@ -25,9 +25,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
 from autograder.sandbox.holdings import Meter, descendants, threads_of
-from autograder.sandbox.seal import (OPEN_FILES, THREADS_PER_PROCESS, WORKDIR, SandboxLimits, SandboxUnavailable, _reachable_by_others,
-                      _RunPlace, Seal, address_space_backstop_mb, kill_tree)
+from autograder.sandbox.seal import WORKDIR, SandboxUnavailable, Seal, _reachable_by_others, _RunPlace, kill_tree
 from autograder.sandbox.uids import UidPool, kill_uid
 
 

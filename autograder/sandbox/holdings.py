@@ -25,15 +25,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.limits import MAX_DEPTH, MAX_FILES
+
 #: The machine's shared-memory folder: a tmpfs of a sandbox's own mounted there is memory, not disk.
 SHARED_MEMORY = "/dev/shm"
 #: File systems whose files are memory.
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "shm", "devtmpfs", "hugetlbfs"}
-#: A uid that owns more files than this in its folders is stopped (a scan of them must stay cheap).
-MAX_FILES = 20_000
-#: ... or folders nested deeper than this: the walk holds two descriptors a level, and a path past
-#: PATH_MAX must not hide a file (the walk goes by descriptor, never by path).
-MAX_DEPTH = 64
 
 
 @dataclass

@@ -27,9 +27,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
 from autograder.sandbox.holdings import SHARED_MEMORY, Meter, alive, descendants, processes_of
-from autograder.sandbox.seal import (OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, SandboxUnavailable, _blocking_folder, _reachable_by_others,
-                      _root_may, _RunPlace, Seal, address_space_backstop_mb, kill_tree)
+from autograder.sandbox.seal import (SandboxUnavailable, Seal, _blocking_folder, _reachable_by_others, _root_may, _RunPlace,
+                                     kill_tree)
 from autograder.sandbox.uids import UidPool, kill_uid
 
 

@@ -35,13 +35,6 @@ ASSETS_ENV = "COURSE_ASSETS_DIR"
 #: Paths as bubblewrap binds them (POSIX separation shares host folders instead: see the env above).
 SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib", "/grading/assets",
                                                                     "/grading/submission", "/grading/models")
-#: Caps on what the runner passes on from the kernel: a test name it printed, one outbox line and all
-#: outbox lines together. Measured on the seven reference solutions: the largest line is 4.3 MiB
-#: (pretraining's span statistics, raw draws for the judge), the most in one run 11 MiB
-#: (autoencoders); about four times that, within the channel's 64 MiB.
-MAX_TEST_NAME_CHARS = 120
-MAX_VALUE_LINE_BYTES = 16 << 20
-MAX_VALUES_BYTES = 40 << 20
 
 #: The files of the library the grader copies in: the runner, this module, the contract.
 RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
@@ -51,9 +44,10 @@ NOTEBOOK_FILE = "submission.ipynb"
 JOB_FILE = "job.json"
 
 
-def job(notebook_name: str, return_notebook: bool) -> dict:
-    """``job.json``: the name otter's init cell expects, and whether to send the executed notebook."""
-    return {"notebook_name": notebook_name, "return_notebook": return_notebook}
+def job(notebook_name: str, return_notebook: bool, caps: dict) -> dict:
+    """``job.json``: the name otter's init cell expects, whether to send the executed notebook, and
+    the caps on what the runner sends (``autograder.limits.runner_caps()``)."""
+    return {"notebook_name": notebook_name, "return_notebook": return_notebook, "caps": caps}
 
 
 #: The runner's messages.
@@ -101,7 +95,7 @@ class Notebook:
 '''
 
 __all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
-           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV", "MAX_TEST_NAME_CHARS", "MAX_VALUE_LINE_BYTES",
-           "MAX_VALUES_BYTES", "SANDBOX_MODELS", "NOTEBOOK",
+           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
+           "SANDBOX_MODELS", "NOTEBOOK",
            "NOTEBOOK_FILE", "OTTER_STAND_IN", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
            "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "job", "sandbox_environment", "thread_settings"]

@@ -25,18 +25,16 @@ from pathlib import Path
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
     from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
                                  GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                 SUBMISSION_ENV, TEST, MAX_TEST_NAME_CHARS, MAX_VALUE_LINE_BYTES, MAX_VALUES_BYTES)
+                                 SUBMISSION_ENV, TEST)
 except ImportError:  # imported from the package (the tests read its driver)
     from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
                                      GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                     SUBMISSION_ENV, TEST, MAX_TEST_NAME_CHARS, MAX_VALUE_LINE_BYTES,
-                                     MAX_VALUES_BYTES)
+                                     SUBMISSION_ENV, TEST)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
 ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))
 OUTBOX = Path(tempfile.gettempdir()) / "course-outbox.jsonl"  # the sandbox's own temp folder
-MAX_NOTEBOOK_CHARS = 48 << 20  # an executed notebook sent back (the channel takes 64 MiB)
-MAX_ERROR_CHARS = 300
+MAX_ERROR_CHARS = 300  # an error text the runner passes on (the grader quotes less of it)
 PR_SET_DUMPABLE = 4
 
 # Cells that are only a public check or the export: skipped in grading (public checks carry no
@@ -166,7 +164,7 @@ class Runner:
                             break
             if self.job.get("return_notebook"):
                 text = nbformat.writes(nb)
-                if len(text) > MAX_NOTEBOOK_CHARS:
+                if len(text) > self.job["caps"]["notebook_chars"]:
                     text = None
                 self.send({"event": NOTEBOOK, "text": text})
             self.send({"event": CELLS_DONE, "first_error": first_error, "kernel_died": died})
@@ -199,7 +197,7 @@ class Runner:
                     if isinstance(outcome, dict) and "test" in outcome:
                         # a name the kernel printed: the grader shows only the names it knows
                         self.send({"event": TEST, "question": test_file["question"],
-                                   "test": str(outcome["test"])[:MAX_TEST_NAME_CHARS],
+                                   "test": str(outcome["test"])[:self.job["caps"]["test_name_chars"]],
                                    "passed": outcome.get("passed") is True, "error": short(outcome.get("error", "")),
                                    "values": self.new_values()})
                         reported = True
@@ -221,10 +219,11 @@ class Runner:
 
     def new_values(self) -> list:
         """Values collected since the last call, each checked to be a record ``expect`` writes
-        (malformed lines skipped; a line over :data:`MAX_VALUE_LINE_BYTES`, or past the total cap,
+        (malformed lines skipped; a line over the job's ``value_line_bytes``, or past ``values_bytes``,
         becomes ``{"key", "refused"}``, read no further than its key), so the grader parses only
         flat records of bounded size."""
         values = []
+        line_cap, total_cap = self.job["caps"]["value_line_bytes"], self.job["caps"]["values_bytes"]
         try:
             f = open(OUTBOX, "rb")
         except OSError:
@@ -232,7 +231,7 @@ class Runner:
         with f:
             f.seek(self.outbox_position)
             while True:
-                line = f.readline(MAX_VALUE_LINE_BYTES + 1)
+                line = f.readline(line_cap + 1)
                 if not line:
                     break
                 size = len(line)
@@ -241,10 +240,10 @@ class Runner:
                     if not rest:
                         break
                     size += len(rest)
-                    line = line[:MAX_VALUE_LINE_BYTES + 1] + rest[-1:]
+                    line = line[:line_cap + 1] + rest[-1:]
                 self.outbox_position += size
                 self.values_bytes += size
-                if size > MAX_VALUE_LINE_BYTES or self.values_bytes > MAX_VALUES_BYTES:
+                if size > line_cap or self.values_bytes > total_cap:
                     key = VALUE_KEY.match(line[:300])
                     if key:
                         values.append({"key": key.group(1).decode("utf-8", "replace"), "refused": size})

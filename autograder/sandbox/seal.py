@@ -44,8 +44,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.limits import GROUP_TASK_SLACK, LAUNCHER_PROCESSES, MAX_FILES, THREADS_PER_PROCESS, SandboxLimits
 from autograder.sandbox.cgroups import CgroupHome, RunGroup, find_home
-from autograder.sandbox.holdings import MAX_FILES, Meter, alive, descendants
+from autograder.sandbox.holdings import Meter, alive, descendants
 from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
 from autograder.sandbox.streams import Drain, Lines, Replies
 from autograder.sandbox.uids import UidPool, writable_places
@@ -55,12 +56,6 @@ POLL_SECONDS = 0.1
 #: between them a cheap bound above the exact figure decides whether to read it now (exact reads
 #: cost tens of milliseconds per process, most of a core at every poll).
 EXACT_EVERY = 10
-THREADS_PER_PROCESS = 8
-#: Descriptors each process may hold open (RLIMIT_NOFILE): a kernel with torch and transformers holds
-#: about 60; each descriptor is a socket whose queue can hold megabytes, or a file in flight.
-OPEN_FILES = 256
-#: Tasks a run's control group may hold beyond its processes' threads: bwrap, its reaper, the launcher.
-GROUP_TASK_SLACK = 16
 #: Runs first in every sandbox: a background shell closes its copy of the grader's channel (only the
 #: runner may hold it), blocks on the lifeline, which reaches end of file only once the grader's
 #: write end is closed (the run ended, or the grader died), then kills every process of the sandbox;
@@ -77,29 +72,8 @@ TEMP_CANDIDATES = (None, "/tmp", "/var/tmp", "/dev/shm")  # None: tempfile.gette
 JOIN_SECONDS = 5.0
 
 
-def address_space_backstop_mb(memory_mb: int) -> int:
-    """Each process's RLIMIT_AS: never the memory limit itself (torch reserves address space per
-    thread and maps weight files, which a 16-core machine multiplies), only a stop for absurd
-    reservations: eight times the limit or the machine's memory, whichever is larger."""
-    try:
-        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
-    except (ValueError, OSError):
-        machine = 0
-    return max(8 * memory_mb, machine)
-
-
 class SandboxUnavailable(RuntimeError):
     """No sandbox can start here (no bwrap, or user namespaces are disabled)."""
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    timeout: float = 300.0  # wall-clock seconds
-    memory_mb: int = 4096  # processes' pages and everything held in memory, together
-    processes: int = 64  # processes at once (threads: up to 8 per process)
-    output_bytes: int = 1 << 20  # stdout + stderr kept; more is dropped
-    disk_mb: int = 512  # every file the submission writes, together
-    channel_bytes: int = 64 << 20  # result messages from the runner
 
 
 @dataclass
@@ -327,7 +301,7 @@ class Seal:
                 if cause:
                     result.killed_for, result.disk_cause = "disk", cause
                     break
-                if held.processes > limits.processes + 3:  # + bwrap, its reaper and the lifeline watcher
+                if held.processes > limits.processes + LAUNCHER_PROCESSES:
                     result.killed_for = "processes"
                     break
                 time.sleep(POLL_SECONDS)

@@ -26,8 +26,9 @@ from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
 from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
                        RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV)
+from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps
 from autograder.sandbox.choose import close_seal, open_seal
-from autograder.sandbox.seal import SandboxLimits, SandboxRun, SandboxUnavailable, grading_temp_base
+from autograder.sandbox.seal import SandboxRun, SandboxUnavailable, grading_temp_base
 
 RUNNER = Path(__file__).with_name("runner.py")
 #: Module names that are replaced inside the sandbox by a stub that refuses to import.
@@ -132,7 +133,7 @@ class SandboxPool:
         text = next((m.get("text") for m in run.messages if m.get("event") == NOTEBOOK), None)
         _, problem = run_status(run, limits)
         if text is None and not problem:
-            problem = "the sandbox did not send the executed notebook back (larger than 48 MiB?)"
+            problem = f"the sandbox did not send the executed notebook back (larger than {RUNNER_CAPS.notebook_chars >> 20} MiB?)"
         return (text if isinstance(text, str) else None), problem
 
     def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
@@ -141,7 +142,7 @@ class SandboxPool:
         submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
         try:
             (submission / NOTEBOOK_FILE).write_text(notebook_text, encoding="utf-8")
-            (submission / JOB_FILE).write_text(json.dumps(protocol.job(autograder.notebook_name, return_notebook)))
+            (submission / JOB_FILE).write_text(json.dumps(protocol.job(autograder.notebook_name, return_notebook, runner_caps())))
             with self.seal.lease() as uid:  # a fresh uid: nothing of an earlier run is left under it
                 self.seal.grant(submission, uid)  # this run's uid reads it; the others do not
                 argv, binds, env = self._command(autograder, submission, return_notebook)

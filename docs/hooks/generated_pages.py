@@ -2,6 +2,8 @@
 
 - ``instructors/cli.md``: every ``course`` command and option, from the parser itself
   (:func:`autograder.cli.parser`), so the reference cannot fall behind the command;
+- ``instructors/limits.md``: every limit of grading, from :mod:`autograder.limits`, so no page can
+  state a number the grader does not use;
 - ``results.md``: the measured figures, from the records in ``benchmarks/`` (``figures.json``:
   notebook times idle and beside a busy program; ``evidence.json``: how often the reference answers'
   claims held over seeds and threads), with the date each was measured.
@@ -21,9 +23,49 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def on_files(files, config):
-    for name, content in (("instructors/cli.md", cli_page()), ("results.md", results_page())):
+    for name, content in (("instructors/cli.md", cli_page()), ("instructors/limits.md", limits_page()),
+                          ("results.md", results_page())):
         files.append(File.generated(config, name, content=content))
     return files
+
+
+# ----------------------------------------------------------------------------- the limits
+def _mib(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def limits_page() -> str:
+    sys.path.insert(0, str(REPO))
+    try:
+        from autograder import limits
+    finally:
+        sys.path.remove(str(REPO))
+    d, caps = limits.DEFAULT_LIMITS, limits.RUNNER_CAPS
+    rows = [
+        ("a submission's run", "wall-clock time", f"{d.timeout:g} s", "`course grade --timeout`; nbgrader's `Execute.timeout`"),
+        ("a submission's run", "memory, all its processes together", f"{d.memory_mb} MB", "`--memory`"),
+        ("a submission's run", "processes at once", f"{d.processes}", "`--processes`"),
+        ("a submission's run", "threads per process", f"{limits.THREADS_PER_PROCESS}", ""),
+        ("a submission's run", "open descriptors per process", f"{limits.OPEN_FILES}", ""),
+        ("a submission's run", "files written, all together", f"{d.disk_mb} MB", ""),
+        ("a submission's run", "files owned / folder depth", f"{limits.MAX_FILES:,} / {limits.MAX_DEPTH}", ""),
+        ("a submission's run", "printed output kept", _mib(d.output_bytes), ""),
+        ("a submission's run", "address space per process (a backstop only)",
+         "8 x the memory limit, or the machine's memory if larger", ""),
+        ("what the runner sends", "a test's name", f"{caps.test_name_chars} characters", ""),
+        ("what the runner sends", "one collected value / all of a run", f"{_mib(caps.value_line_bytes)} / {_mib(caps.values_bytes)}", ""),
+        ("what the runner sends", "an executed notebook (`course pdf`)", _mib(caps.notebook_chars), ""),
+        ("what the runner sends", "all its messages", _mib(d.channel_bytes), ""),
+        ("an upload", "a notebook (a file, or inside a zip)", f"{limits.MAX_NOTEBOOK_BYTES >> 20} MB", ""),
+        ("an upload", "a zip entry's inflation past " + _mib(limits.RATIO_FREE_BYTES), f"{limits.MAX_COMPRESSION_RATIO} x its compressed size", ""),
+    ]
+    lines = ["# Limits", "",
+             "Generated from `autograder/limits.py` when the site is built: the one place the grader, the "
+             "Gradescope autograder and nbgrader's configuration take these numbers from. Why each limit is "
+             "there, and what happens at it, is on [Sealed grading](security.md).", "",
+             "| applies to | what | limit | set by |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows]
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- the command reference

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox.seal import SandboxLimits, SandboxRun, address_space_backstop_mb
+from autograder.limits import SandboxLimits, address_space_backstop_mb
+from autograder.sandbox.seal import SandboxRun
 from autograder.sandbox.bubblewrap import BubblewrapSeal
 from autograder.autograder_zip import Autograder
 from autograder.judge.verdicts import verdict

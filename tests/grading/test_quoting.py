@@ -15,7 +15,8 @@ from autograder.platforms.gradescope import gradescope_results
 from autograder.judge.verdicts import run_status, verdict
 from autograder.judge.quoting import exception_name, known_outcomes, spreadsheet_safe, parameters_by_test
 from autograder.grade.results import write_reports
-from autograder.sandbox.seal import SandboxLimits, SandboxRun
+from autograder.limits import SandboxLimits
+from autograder.sandbox.seal import SandboxRun
 from helpers.core.golden import encode
 
 #: What a kernel writes wherever it can; no reader may see it.
@@ -158,7 +159,10 @@ def test_a_zip_that_lies_about_its_size_is_refused_without_inflating_it(tmp_path
 def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
     """A line over the cap is skipped unread but for its key; deep nesting is dropped in the sandbox."""
     from autograder.sandbox import runner as sandbox_runner
-    from autograder.sandbox.protocol import MAX_VALUE_LINE_BYTES
+    from autograder.limits import RUNNER_CAPS, runner_caps
+    from autograder.sandbox import protocol
+
+    MAX_VALUE_LINE_BYTES = RUNNER_CAPS.value_line_bytes
 
     outbox = tmp_path / "outbox.jsonl"
     monkeypatch.setattr(sandbox_runner, "OUTBOX", outbox)
@@ -168,6 +172,7 @@ def test_a_runner_reads_no_outbox_line_past_its_cap(tmp_path, monkeypatch):
     honest = json.dumps({"key": "q1/ok", "value": encode([1.0, 2.0])}) + "\n"
     outbox.write_text(huge + nested + lists + honest + "not json\n" + json.dumps({"key": "x", "other": 1}) + "\n")
     runner = sandbox_runner.Runner(channel=None)
+    runner.job = protocol.job("notebook.ipynb", False, runner_caps())
     values = runner.new_values()
     assert values == [{"key": "q1/out", "refused": len(huge)}, {"key": "q1/ok", "value": encode([1.0, 2.0])}]
     result = verdict(SandboxRun(messages=[{"event": "cells_done"}, {"event": "test", "question": "q1",

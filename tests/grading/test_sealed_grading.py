@@ -159,6 +159,7 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
     for module in ("seal.py", "bubblewrap.py", "holdings.py", "uids.py", "streams.py", "protocol.py",
                    "runner.py", "cgroups.py"):
         shutil.copy(REPO / "autograder" / "sandbox" / module, copy / "sandbox" / module)
+    shutil.copy(REPO / "autograder" / "limits.py", copy / "limits.py")
     shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the session copies it
     (copy / "__init__.py").write_text("")
     (copy / "sandbox" / "__init__.py").write_text("")
@@ -169,7 +170,7 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
 import sys, os, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(tmp_path / 'lib')!r})
-from autograder.sandbox.seal import SandboxLimits
+from autograder.limits import SandboxLimits
 from autograder.sandbox.bubblewrap import BubblewrapSeal
 sandbox = BubblewrapSeal(python=Path("/usr/bin/python3"), staging=Path(tempfile.mkdtemp()), bwrap={bwrap!r})
 sandbox.probe()
@@ -207,7 +208,7 @@ def test_a_grader_killed_where_die_with_parent_did_not_act_leaves_no_process():
 import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
-from autograder.sandbox.seal import SandboxLimits
+from autograder.limits import SandboxLimits
 from autograder.sandbox.bubblewrap import BubblewrapSeal
 sandbox = BubblewrapSeal(python=Path(sys.executable), staging=Path({str(staging)!r}))
 wrapper = Path(sandbox.staging, "bwrap-without-die-with-parent")

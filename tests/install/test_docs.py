@@ -18,6 +18,11 @@ def test_the_site_builds_strict_with_its_generated_pages(tmp_path):
     for command in ("course build", "course grade", "course pdf", "course report", "course check", "course demo"):
         assert command in cli, command
     assert "--nbgrader-gradebook" in cli  # an option, read from the parser itself
+    from autograder.limits import DEFAULT_LIMITS, RUNNER_CAPS
+
+    limits = (tmp_path / "site" / "instructors" / "limits.html").read_text()  # the numbers the grader uses
+    assert f"{DEFAULT_LIMITS.timeout:g} s" in limits and f"{DEFAULT_LIMITS.memory_mb} MB" in limits
+    assert f"{RUNNER_CAPS.value_line_bytes >> 20} MiB" in limits
     results = (tmp_path / "site" / "results.html").read_text()
     assert "beside one busy program" in results and "held" in results
 

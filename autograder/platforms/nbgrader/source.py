@@ -25,30 +25,19 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.core.contract import SETTING_ENV
 from helpers.core.golden import golden_blob  # the format use_golden reads, kept beside it
 
 from autograder.build import master
 from autograder.layout import CourseError
+from autograder.limits import DEFAULT_LIMITS
+from autograder.sandbox.protocol import GRADING_SETTING
+from autograder.templates import render
 
 SCHEMA_VERSION = 3
 # Prompts that describe otter's check cells, reworded for nbgrader's public-check cells.
 GRADER_CHECK = [(re.compile(r"(\ban? )?`grader\.check\(\.\.\.\)`( cell)?"), "a public-check cell"),
                 (re.compile(r"`grader\.check`"), "public check")]
-
-NBGRADER_CONFIG = '''\
-"""nbgrader configuration for the course folder written by `course build --nbgrader`."""
-import os
-
-c = get_config()  # noqa: F821 (nbgrader provides it)
-c.CourseDirectory.course_id = "dl-course"
-# Solution regions become `...` and written answers a prompt, as in the otter student notebooks.
-c.ClearSolutions.code_stub = {"python": "..."}
-c.ClearSolutions.text_stub = "_Type your answer here, replacing this text._"
-c.Execute.timeout = 300
-# Grading runs use the grading setting, as `course grade` does; no hidden test depends on it.
-# Only nbgrader's own processes (autograde, the formgrader's server) read this file.
-os.environ["COURSE_SETTING"] = "grading"
-'''
 
 SUBMIT_NBGRADER = """## Submit
 
@@ -167,7 +156,8 @@ def write_course(dest: Path, slug: str, master_path: Path, by_test: dict[str, di
             shutil.copy(path, target)
     config = dest / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(NBGRADER_CONFIG, encoding="utf-8")
+        config.write_text(render("nbgrader_config.py.tmpl", timeout=f"{DEFAULT_LIMITS.timeout:g}", setting_env=SETTING_ENV,
+                                 setting=GRADING_SETTING), encoding="utf-8")
     return folder / f"{slug}.ipynb"
 
 

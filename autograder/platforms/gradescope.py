@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,11 +74,9 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
 
                 prepare_bundled_gpt()
             result = pool.grade(autograder, nbformat.writes(notebook), DEFAULT_LIMITS)
+        result.update(assignment=autograder.name, autograder_sha256=autograder.sha256,
+                      limits=limits_record(DEFAULT_LIMITS), graded_at=now())
         output = gradescope_results(result, time.perf_counter() - started)
-        # stored by Gradescope with the results, for `course report` on the downloaded files
-        output["extra_data"] = {"assignment": autograder.name, "status": result["status"],
-                                "message": result["message"], "sandbox": result["sandbox"],
-                                "limits": limits_record(DEFAULT_LIMITS), "graded_at": now()}
         print(f"{output['score']:g} / {result['possible']:g} points; status {result['status']}; "
               f"graded sealed ({result['sandbox']})")
         return _write(results, output)
@@ -91,8 +90,18 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
         return 1
 
 
+#: Gradescope's results.json as this module writes it: a first entry "Grading" whose text is
+#: "Status: ok. <message>\nGraded sealed (<seal>) in 12 s.", one entry "<question>: <test>" per test,
+#: and ``extra_data`` (kept by Gradescope, shown to no student) with the row's own fields.
+RESULTS_FORMAT = 1
+RESULTS_NOTE = re.compile(r"Status: (?P<status>\w+)\.(?P<message>.*?)(\nGraded sealed \((?P<seal>[^)]*)\))?", re.S)
+#: The row's fields ``extra_data`` carries, for ``course report`` on the downloaded results.
+EXTRA_FIELDS = ("assignment", "status", "message", "sandbox", "autograder_sha256", "limits", "graded_at")
+
+
 def gradescope_results(result: dict, seconds: float) -> dict:
-    """A sealed grading result in Gradescope's format."""
+    """A sealed grading result (a row's scored part, with whatever of ``EXTRA_FIELDS`` it has) in
+    Gradescope's format."""
     tests = []
     for question, detail in sorted(result["questions"].items()):
         for case in detail["cases"]:
@@ -110,7 +119,39 @@ def gradescope_results(result: dict, seconds: float) -> dict:
     tests.insert(0, {"name": "Grading", "status": "passed" if result["status"] == Status.OK else "failed",
                      "visibility": "visible", "output": note})
     score = sum(t.get("score", 0) for t in tests)
-    return {"score": round(score, 4), "output": note, "stdout_visibility": "hidden", "tests": tests}
+    extra = {"format": RESULTS_FORMAT, **{k: result[k] for k in EXTRA_FIELDS if result.get(k) is not None}}
+    return {"score": round(score, 4), "output": note, "stdout_visibility": "hidden", "tests": tests, "extra_data": extra}
+
+
+def read_results(data: dict) -> dict:
+    """A Gradescope results.json (as :func:`gradescope_results`, :func:`invalid_results` or
+    :func:`failed_results` write it, or an older one without ``extra_data``) read back: status,
+    message, the test cases, the total, and the row's fields ``extra_data`` kept (empty when absent).
+    Raises TypeError, ValueError or AttributeError on a file not in that form."""
+    extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+    cases, first = [], None
+    for test in data["tests"]:
+        title = str(test.get("name", ""))
+        if ": " not in title:
+            first = first or test
+            continue
+        question, test_name = title.split(": ", 1)
+        points = float(test.get("max_score") or 0)
+        passed = test.get("status") == "passed" if "status" in test else float(test.get("score") or 0) >= points
+        cases.append({"question": question, "test": test_name, "hidden": test.get("visibility", "visible") != "visible",
+                      "points": points, "passed": passed, "message": "" if passed else str(test.get("output") or "")})
+    note = str((first or {}).get("output") or data.get("output") or "")
+    match = RESULTS_NOTE.match(note)
+    if extra.get("status"):
+        status, message = str(extra["status"]), str(extra.get("message") or "")
+    elif match:
+        status, message = match["status"], match["message"].strip()
+    else:  # "Submission" (the upload was not gradable) or "Autograder" (the grader failed)
+        status = Status.INVALID if (first or {}).get("name") == "Submission" else Status.ERROR
+        message = note.strip()
+    sandbox = str(extra.get("sandbox") or (match["seal"] if match and match["seal"] else ""))
+    return {"status": status, "message": message, "cases": cases, "total": float(data.get("score") or 0),
+            "sandbox": sandbox, "extra": extra}
 
 
 def invalid_results(reason: str) -> dict:

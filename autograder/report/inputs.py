@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from autograder.grade.results import RUN_FORMAT, ResultsFolder
 from autograder.grade.row import REQUIRED_FIELDS, UNFINISHED, Status
 from autograder.layout import CourseError
+from autograder.platforms.gradescope import read_results
 
 #: The statuses ``course grade`` gives, in the order the report lists them.
 STATUSES = tuple(Status)
@@ -219,11 +219,6 @@ def _cases(questions: dict) -> tuple[list[dict] | None, dict[str, float]]:
 
 # ---------------------------------------------------------------------------------------- Gradescope
 
-#: The first entry the autograder zip writes: "Status: ok. <message>\nGraded sealed (...) in 12 s."
-GRADESCOPE_NOTE = re.compile(r"Status: (?P<status>\w+)\.(?P<message>.*?)(\nGraded sealed \((?P<seal>[^)]*)\))?",
-                             re.S)
-
-
 def _is_gradescope_file(path: Path) -> bool:
     try:
         if path.stat().st_size > 20 << 20:
@@ -262,27 +257,8 @@ def read_gradescope(folder: Path, submissions: Path | None = None, assignment: s
 
 def _from_gradescope(name: str, data: dict, path: Path, folder: Path, submissions: Path | None,
                      assignment: str | None, nested: bool) -> Graded:
-    extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
-    cases, first = [], None
-    for test in data["tests"]:
-        title = str(test.get("name", ""))
-        if ": " not in title:
-            first = first or test
-            continue
-        question, test_name = title.split(": ", 1)
-        points = float(test.get("max_score") or 0)
-        passed = test.get("status") == "passed" if "status" in test else float(test.get("score") or 0) >= points
-        cases.append({"question": question, "test": test_name, "hidden": test.get("visibility", "visible") != "visible",
-                      "points": points, "passed": passed, "message": "" if passed else str(test.get("output") or "")})
-    note = str((first or {}).get("output") or data.get("output") or "")
-    match = GRADESCOPE_NOTE.match(note)
-    if extra.get("status"):
-        status, message = str(extra["status"]), str(extra.get("message") or "")
-    elif match:
-        status, message = match["status"], match["message"].strip()
-    else:  # "Submission" (the upload was not gradable) or "Autograder" (the grader failed)
-        status = "invalid" if (first or {}).get("name") == "Submission" else "error"
-        message = note.strip()
+    read = read_results(data)
+    extra, cases, status, message = read["extra"], read["cases"], read["status"], read["message"]
     scores, possible = {}, {}
     for case in cases:
         scores[case["question"]] = scores.get(case["question"], 0.0) + (case["points"] if case["passed"] else 0.0)
@@ -296,10 +272,10 @@ def _from_gradescope(name: str, data: dict, path: Path, folder: Path, submission
         if code is None and (submissions / name).is_dir():
             uploads = sorted((submissions / name).glob("*.ipynb")) or sorted((submissions / name).glob("*.zip"))
             code = uploads[0] if uploads else None
-    seal = str(extra.get("sandbox") or (match["seal"] if match and match["seal"] else ""))
+    seal = read["sandbox"]
     return Graded(name=name, assignment=str(extra.get("assignment") or assignment or folder.name),
                   status=status if cases or status != "ok" else "error", message=message,
-                  total=float(data.get("score") or 0), possible=float(sum(possible.values())), scores=scores,
+                  total=read["total"], possible=float(sum(possible.values())), scores=scores,
                   cases=cases if status not in UNFINISHED else [], question_possible=possible, feedback=path, code=code,
                   autograder=str(extra.get("autograder_sha256") or ""), sandbox=seal, sealed=bool(seal) or None,
                   limits=extra.get("limits") if isinstance(extra.get("limits"), dict) else None,

@@ -368,6 +368,23 @@ def test_the_command_prints_the_page_and_several_assignments_get_one_each(small_
 # ------------------------------------------------------------------------------------------ Gradescope
 
 
+def test_gradescope_results_are_read_back_as_they_were_written():
+    """One module writes Gradescope's results and reads them back: the row's own fields come back
+    from extra_data, the cases from the tests, hidden ones as hidden."""
+    from autograder.platforms.gradescope import read_results
+
+    row = synthetic_row("alice.ipynb", master_tests(SLUG), {hidden_tests(SLUG)[0]: "off by 0.5"}, SLUG)
+    row.update(sandbox="posix", autograder_sha256="ab12", limits={"timeout": 300}, graded_at="2026-11-27T10:00:00+00:00")
+    read = read_results(json.loads(json.dumps(gradescope_results(row, 12))))
+    assert {k: read["extra"][k] for k in ("assignment", "status", "autograder_sha256", "limits", "graded_at")} == \
+        {k: row[k] for k in ("assignment", "status", "autograder_sha256", "limits", "graded_at")}
+    assert (read["status"], read["message"], read["sandbox"], read["total"]) == (row["status"], row["message"], "posix",
+                                                                                  row["total"])
+    written = [(q, c["test"], c["hidden"], c["passed"]) for q, d in sorted(row["questions"].items()) for c in d["cases"]]
+    assert [(c["question"], c["test"], c["hidden"], c["passed"]) for c in read["cases"]] == written
+    assert read_results(invalid_results("not a notebook"))["status"] == "invalid"
+
+
 def test_a_folder_of_gradescope_results_is_reported(tmp_path):
     """One folder per submission with its results.json (as the autograder zip writes it) and the
     upload beside it, as Gradescope's export has them; an older results.json without extra_data,

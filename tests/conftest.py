@@ -22,7 +22,7 @@ import nbformat  # noqa: E402
 from tests.support.adversarial import Listener  # noqa: E402
 from autograder.build.assign import build  # noqa: E402
 from autograder.layout import OUT_ENV, Layout  # noqa: E402
-from tests.support.batches import BATCH_LIMITS, LIMITS, REPO, SLUG, Batch, grade_batch, tree_digest, write_batch  # noqa: E402
+from tests.support.batches import BATCH_LIMITS, LIMITS, REPO, SLUG, GradedAssignment, grade_batch, tree_digest, write_batch  # noqa: E402
 
 
 #: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
@@ -110,16 +110,16 @@ def graded(layout, submissions):
 
 @pytest.fixture(scope="session")
 def assignment_batch(layout, tmp_path_factory, request):
-    """``get(slug) -> Batch``: build the assignment and grade its samples, variants
+    """``get(slug) -> GradedAssignment``: build the assignment and grade its samples, variants
     (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use.
     kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
-    batches: dict[str, Batch] = {}
+    batches: dict[str, GradedAssignment] = {}
 
-    def get(slug: str) -> Batch:
+    def get(slug: str) -> GradedAssignment:
         if slug == SLUG and slug not in batches:
             folder, expected, _ = request.getfixturevalue("submissions")
             rows, _ = request.getfixturevalue("graded")
-            batches[slug] = Batch(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
+            batches[slug] = GradedAssignment(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
         if slug not in batches:
             variants = importlib.import_module(f"tests.{slug}_variants")
             notebooks = tmp_path_factory.mktemp(f"{slug}_notebooks")
@@ -128,7 +128,7 @@ def assignment_batch(layout, tmp_path_factory, request):
             expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, ("without_latex",))
             limits = BATCH_LIMITS.get(slug, LIMITS)
             rows = grade_batch(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), limits)
-            batches[slug] = Batch(rows, expected, folder, notebooks)
+            batches[slug] = GradedAssignment(rows, expected, folder, notebooks)
         return batches[slug]
 
     return get

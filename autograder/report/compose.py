@@ -16,7 +16,7 @@ from autograder.grade.results import now, write_atomically
 from autograder.layout import Layout
 from autograder.report import sections
 from autograder.report.html import esc, page
-from autograder.report.inputs import Batch, Graded, Notes, read_batch
+from autograder.report.inputs import GradedBatch, Graded, Notes, read_batch
 from autograder.report.similarity import code_cells, read_codes, similar_pairs
 
 
@@ -53,7 +53,7 @@ def make_reports(results: Path, out: Path | None = None, *, submissions: Path | 
     return written
 
 
-def render(slug: str, graded: list[Graded], batch: Batch, base: Path, template: list[str] | None, notes: Notes,
+def render(slug: str, graded: list[Graded], batch: GradedBatch, base: Path, template: list[str] | None, notes: Notes,
            bundle: str) -> str:
     """The page of one assignment."""
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """What ``course report`` reads: a ``course grade`` results folder, or a folder of Gradescope
 ``results.json`` files (one per submission, as the autograder zip writes them).
 
-Both become one :class:`Batch` of :class:`Graded` submissions. Nothing here stops at bad input: a
+Both become one :class:`GradedBatch` of :class:`Graded` submissions. Nothing here stops at bad input: a
 truncated or hand-edited ``results.json``, a row from another version, a missing row or feedback
 file each add a note (:class:`Notes`) that names the file, and the rest is read.
 """
@@ -74,7 +74,7 @@ class Graded:
 
 
 @dataclass
-class Batch:
+class GradedBatch:
     kind: str  # "course grade" or "Gradescope"
     folder: Path
     graded: list[Graded]
@@ -86,7 +86,7 @@ class Batch:
         return sorted({g.assignment for g in self.graded if g.assignment})
 
 
-def read_batch(folder: Path, submissions: Path | None = None, assignment: str | None = None) -> Batch:
+def read_batch(folder: Path, submissions: Path | None = None, assignment: str | None = None) -> GradedBatch:
     """The graded submissions of ``folder``: ``course grade``'s results, else Gradescope's."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -119,7 +119,7 @@ def _load_json(path: Path, notes: Notes, what: str):
     return None
 
 
-def read_course_grade(folder: Path, submissions: Path | None = None) -> Batch:
+def read_course_grade(folder: Path, submissions: Path | None = None) -> GradedBatch:
     notes = Notes()
     run = {}
     results = ResultsFolder(folder)
@@ -159,7 +159,7 @@ def read_course_grade(folder: Path, submissions: Path | None = None) -> Batch:
                       f"{problem} (written by another version of course grade, or edited by hand?); left out")
             continue
         graded.append(_from_row(row, folder, run, code_folder, notes))
-    return Batch("course grade", folder, graded, notes, run, code_folder)
+    return GradedBatch("course grade", folder, graded, notes, run, code_folder)
 
 
 def _row_problem(row) -> str:
@@ -229,7 +229,7 @@ def _is_gradescope_file(path: Path) -> bool:
     return isinstance(data, dict) and isinstance(data.get("tests"), list)
 
 
-def read_gradescope(folder: Path, submissions: Path | None = None, assignment: str | None = None) -> Batch:
+def read_gradescope(folder: Path, submissions: Path | None = None, assignment: str | None = None) -> GradedBatch:
     """Every ``results.json`` (or ``<name>.json``) in Gradescope's format under ``folder``: one per
     submission, named after its folder (or its file). The student's upload, where it lies beside
     its results (as in Gradescope's export) or in ``submissions/<name>``, gives the code."""
@@ -252,7 +252,7 @@ def read_gradescope(folder: Path, submissions: Path | None = None, assignment: s
             graded.append(_from_gradescope(name, data, path, folder, submissions, assignment, nested))
         except (TypeError, ValueError, AttributeError) as err:
             notes.add(path.relative_to(folder), f"not in the form the autograder writes ({err}); left out")
-    return Batch("Gradescope", folder, graded, notes, {}, submissions)
+    return GradedBatch("Gradescope", folder, graded, notes, {}, submissions)
 
 
 def _from_gradescope(name: str, data: dict, path: Path, folder: Path, submissions: Path | None,

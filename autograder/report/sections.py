@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autograder.grade.row import UNFINISHED
 from autograder.report.html import bar, esc, histogram, link, message, name, num, pct, row, table
-from autograder.report.inputs import STATUSES, Batch, Graded
+from autograder.report.inputs import STATUSES, GradedBatch, Graded
 from autograder.report.similarity import LISTED_FROM, Pair, common_limit
 from autograder.report.stats import common_mistakes, question_stats, raising_cells, status_counts, by_test, totals
 
@@ -190,7 +190,7 @@ def _code_block(side: str, code, indices: list[int]) -> str:
     return f'<div><div class="cell">{side}, {where}</div><pre><mark>{text}</mark></pre></div>'
 
 
-def what_graded(batch: Batch, graded: list[Graded], made_at: str, bundle: str) -> str:
+def what_graded(batch: GradedBatch, graded: list[Graded], made_at: str, bundle: str) -> str:
     def counted(values) -> str:
         counts = Counter(v for v in values if v)
         if not counts:

@@ -50,6 +50,11 @@ def job(notebook_name: str, return_notebook: bool, caps: dict) -> dict:
     return {"notebook_name": notebook_name, "return_notebook": return_notebook, "caps": caps}
 
 
+#: A public-check cell, whole: ``grader.check("q1_softmax")`` (group 1: the question). The runner
+#: skips such cells (public checks carry no points) and ``course grade --nbgrader-gradebook`` puts a
+#: question's hidden results after it.
+PUBLIC_CHECK = r"""grader\.check\(\s*["']([\w.-]+)["']\s*\)"""
+
 #: The runner's messages.
 NOTEBOOK, CELLS_DONE, TEST, DONE, RUNNER_ERROR = "notebook", "cells_done", "test", "done", "runner_error"
 
@@ -96,6 +101,6 @@ class Notebook:
 
 __all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
            "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
-           "SANDBOX_MODELS", "NOTEBOOK",
+           "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
            "NOTEBOOK_FILE", "OTTER_STAND_IN", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
            "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "job", "sandbox_environment", "thread_settings"]

@@ -24,12 +24,12 @@ from pathlib import Path
 
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
     from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
-                                 GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                 SUBMISSION_ENV, TEST)
+                                 GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                 SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST)
 except ImportError:  # imported from the package (the tests read its driver)
     from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
-                                     GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, RUNNER_ERROR, SANDBOX_SUBMISSION,
-                                     SUBMISSION_ENV, TEST)
+                                     GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                     SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
 ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))
@@ -40,7 +40,7 @@ PR_SET_DUMPABLE = 4
 # Cells that are only a public check or the export: skipped in grading (public checks carry no
 # points; otter's grading mode turns the export into a no-op). Nothing a student writes is lost:
 # the whole cell must be exactly one such call.
-SKIPPED_CELL = re.compile(r"""(grader\.check\(\s*["'][\w.-]+["']\s*\)|grader\.check_all\(\)|export_submission\(grader\))""")
+SKIPPED_CELL = re.compile(rf"""({PUBLIC_CHECK}|grader\.check_all\(\)|export_submission\(grader\))""")
 
 # The code the kernel runs for one test file. Its output is one JSON line per test function.
 TEST_DRIVER = r'''

@@ -104,7 +104,7 @@ def failures(row: dict, hidden: bool) -> set[str]:
 
 
 @dataclass
-class Batch:
+class GradedAssignment:
     """One assignment's sealed grading run: rows by file, expected statuses, the submissions folder
     (its parent holds the student's run, ``student_without_latex/``) and the fresh build."""
 

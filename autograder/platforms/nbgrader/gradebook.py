@@ -16,6 +16,7 @@ from autograder.build import master
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 from autograder.layout import CourseError
 from autograder.platforms.nbgrader.source import cell_metadata, grade_id
+from autograder.sandbox.protocol import PUBLIC_CHECK
 
 
 def student_of(row: dict) -> str:
@@ -43,7 +44,7 @@ def _for_formgrader(nb, slug: str, row: dict, source) -> nbformat.NotebookNode:
                 question.name, solution=True, grade=True, points=question.points)}})
             index, answered = index + 1, True
         cells.append(cell)
-        check = re.match(r'^grader\.check\("([^"]+)"\)', cell.source.strip()) if cell.cell_type == "code" else None
+        check = re.fullmatch(PUBLIC_CHECK, cell.source.strip()) if cell.cell_type == "code" else None
         if check and check.group(1) in row.get("questions", {}):
             for case in (c for c in row["questions"][check.group(1)]["cases"] if c["hidden"]):
                 verdict = "passed" if case["passed"] else f"failed: {case.get('message', '')}".strip()

@@ -92,3 +92,14 @@ def test_no_import_circle():
 def test_the_circle_finder_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_folder_of_tests_is_collected(pytestconfig):
+    """pytest skips folders its ``norecursedirs`` names (by default any ``build``): none of the
+    tests' folders may be one, or its tests would silently never run."""
+    from fnmatch import fnmatch
+
+    skipped = pytestconfig.getini("norecursedirs")
+    folders = [p for p in (REPO / "tests").rglob("*") if p.is_dir() and p.name != "__pycache__"]
+    assert [p for p in folders if any(fnmatch(p.name, pattern) for pattern in skipped)] == []
+    assert any(p.name == "build" for p in folders)  # the folder pytest's default would skip is there

@@ -28,7 +28,7 @@ from autograder.autograder_zip import Autograder, NotACourseAutograder
 from autograder.build import master
 from autograder.grade.batch import Batch
 from autograder.grade.results import ResultsFolder, limits_record, now, write_reports, write_run_record
-from autograder.grade.row import Row, Status, completed
+from autograder.grade.row import ROW_FORMAT, Row, Status, completed
 from autograder.grade.submissions import (InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256,
                                           submission_id)
 from autograder.grade.unsealed import run_worker
@@ -88,8 +88,8 @@ class Grader:
     def grade_one(self, path: Path, sandboxes: SandboxesOnDemand | None) -> Row:
         """One submission's row; ``sandboxes`` is the run's (None when grading unsafe)."""
         started = time.perf_counter()
-        row: Row = {"submission": submission_id(path, self.submissions), "file": str(path.relative_to(self.submissions)),
-                    "sha256": sha256(path)}
+        row: Row = {"format": ROW_FORMAT, "submission": submission_id(path, self.submissions),
+                    "file": str(path.relative_to(self.submissions)), "sha256": sha256(path)}
         try:
             slug, zip_path, nb = self.autograder_for(path)
         except InvalidSubmission as err:

@@ -58,9 +58,14 @@ class Verdict(TypedDict, total=False):
     sandbox_seconds: float
 
 
+#: The rows' format: it changes when a field's meaning does (the report notes rows of another).
+ROW_FORMAT = 1
+
+
 class Row(Verdict, total=False):
     """A row of results.json (and of ``rows/<submission>.json``)."""
 
+    format: int  # ROW_FORMAT
     submission: str  # the submission's name: a file name, unique in the run
     file: str  # the uploaded file, relative to the submissions folder
     assignment: str  # "" when it could not be told

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder.grade.results import RUN_FORMAT, ResultsFolder
-from autograder.grade.row import REQUIRED_FIELDS, UNFINISHED, Status
+from autograder.grade.row import REQUIRED_FIELDS, ROW_FORMAT, UNFINISHED, Status
 from autograder.layout import CourseError
 from autograder.platforms.gradescope import read_results
 
@@ -158,6 +158,10 @@ def read_course_grade(folder: Path, submissions: Path | None = None) -> GradedBa
             notes.add(f"results.json row {index + 1}" + (f" ({name})" if name else ""),
                       f"{problem} (written by another version of course grade, or edited by hand?); left out")
             continue
+        if row.get("format", ROW_FORMAT) != ROW_FORMAT:
+            notes.add(f"results.json row {index + 1} ({row['submission']})",
+                      f"written by another version of course grade (row format {row.get('format')!r}, this report "
+                      f"reads format {ROW_FORMAT}); read as far as it matches")
         graded.append(_from_row(row, folder, run, code_folder, notes))
     return GradedBatch("course grade", folder, graded, notes, run, code_folder)
 

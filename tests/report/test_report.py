@@ -315,8 +315,15 @@ def test_results_of_another_version_are_named(small_results):
     run = json.loads((results / RUN_FILE).read_text())
     (results / RUN_FILE).write_text(json.dumps({**run, "format": 99}))
     (results / "rows" / "s4.ipynb.json").unlink()
-    _, notes = made(results)
+    rows = json.loads((results / "results.json").read_text())
+    assert rows[1]["format"] == 1  # every row says its format
+    rows[1]["format"] = 7
+    (results / "results.json").write_text(json.dumps(rows))
+    page, notes = made(results)
     assert any("run.json: written by another version of course grade (format 99" in n for n in notes), notes
+    assert any("results.json row 2 (s1.ipynb): written by another version of course grade (row format 7" in n
+               for n in notes), notes
+    assert "9 submission(s)" in page  # read as far as it matches, not left out
     assert any("s4.ipynb.json: missing; its tests are left out" in n for n in notes), notes
     (results / RUN_FILE).unlink()
     page, notes = made(results)

@@ -20,6 +20,7 @@ import nbformat
 
 from autograder.build.master import parse_test, solution_lines, walk
 from autograder.grade.results import RUN_FILE, RUN_FORMAT, write_atomically
+from autograder.grade.row import ROW_FORMAT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -188,7 +189,7 @@ def synthetic_row(name: str, tests: dict, failed: dict[str, str], assignment: st
                                "possible": sum(c["points"] for c in results), "cases": results}
     scores = {q: v["score"] for q, v in sorted(questions.items())}
     file = file or (name if name.endswith((".ipynb", ".zip")) else f"{name}.ipynb")
-    return {"submission": name, "file": file, "sha256": "0" * 64, "assignment": assignment,
+    return {"format": ROW_FORMAT, "submission": name, "file": file, "sha256": "0" * 64, "assignment": assignment,
             "autograder_sha256": "a" * 64, "status": status, "message": message, "questions": questions,
             "sandbox": "bubblewrap", "scores": scores, "total": round(sum(scores.values()), 4),
             "possible": round(sum(v["possible"] for v in questions.values()), 4), "seconds": 1.0, "sealed": True}

@@ -27,6 +27,7 @@ from pathlib import Path
 from helpers.core.contract import GOLDEN_FILENAME
 
 from autograder.grade.submissions import sha256
+from autograder.layout import slug_of_autograder
 from autograder.templates import render
 
 CONFIG_FILE = "otter_config.json"
@@ -116,7 +117,7 @@ class Autograder:
                 raise
             raise NotACourseAutograder(f"{Path(zip_path).name} could not be read as an autograder zip: "
                                        f"{type(err).__name__}: {str(err)[:200]}") from None
-        name = config.get("assignment_name") or Path(zip_path).stem.removesuffix("-autograder")
+        name = config.get("assignment_name") or slug_of_autograder(zip_path)
         return cls(Path(zip_path), name, tests, sorted(sources, key=lambda s: s["question"]),
                    golden, sha256(Path(zip_path)) if Path(zip_path).is_file() else "")
 

@@ -9,6 +9,13 @@ from pathlib import Path
 ROOT_ENV = "COURSE_ROOT"
 #: Where generated files go instead of ``<bundle>/out`` (the test suite builds into a temp folder).
 OUT_ENV = "COURSE_OUT"
+#: How an autograder zip is named: ``<slug>-autograder.zip``.
+AUTOGRADER_SUFFIX = "-autograder.zip"
+
+
+def slug_of_autograder(path: Path) -> str:
+    """The assignment an autograder zip is named after (a folder's own name otherwise)."""
+    return Path(path).stem.removesuffix(AUTOGRADER_SUFFIX.removesuffix(".zip"))
 
 
 class CourseError(Exception):
@@ -81,7 +88,7 @@ class Layout:
         return self.notebooks / slug
 
     def autograder_zip(self, slug: str) -> Path:
-        return self.out / "autograders" / f"{slug}-autograder.zip"
+        return self.out / "autograders" / f"{slug}{AUTOGRADER_SUFFIX}"
 
     def solution_notebook(self, slug: str) -> Path:
         """The executed-free reference notebook as otter's autograder sees it (for demos/tests)."""

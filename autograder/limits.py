@@ -29,6 +29,16 @@ class SandboxLimits:
 #: and of nbgrader's executions.
 DEFAULT_LIMITS = SandboxLimits()
 
+def threads_per_job(jobs: int) -> int:
+    """Torch/OpenMP threads for each of ``jobs`` at once: the machine's cores shared among them."""
+    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+
+
+def over_time(limits: SandboxLimits) -> str:
+    """What a row says of a run stopped at the time limit."""
+    return f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
+
+
 #: Threads each process may run (RLIMIT_NPROC counts threads).
 THREADS_PER_PROCESS = 8
 #: Descriptors each process may hold open (RLIMIT_NOFILE): a kernel with torch and transformers holds

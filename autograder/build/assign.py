@@ -40,6 +40,7 @@ from autograder.build import master
 from autograder.judge import sampling as grader_measures
 from autograder.kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from autograder.layout import CourseError, Layout
+from autograder.limits import threads_per_job
 from autograder.otter_io import first_error, summarize
 from autograder.sandbox.protocol import GRADING_SETTING, thread_settings
 
@@ -271,7 +272,7 @@ def build_all(layout: Layout, slugs: list[str], *, jobs: int = 2, log=print) -> 
     if jobs <= 1 or len(slugs) <= 1:
         return [build(layout, slug, log=log) for slug in slugs]
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        threads = threads_per_job(jobs)
         futures = [pool.submit(_build_quietly, str(layout.root), slug, threads) for slug in slugs]
         results = []
         for future in futures:

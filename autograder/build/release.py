@@ -23,7 +23,7 @@ import tomllib
 from pathlib import Path
 
 from autograder.build.check import secret_problems, texts_of
-from autograder.layout import CourseError, Layout
+from autograder.layout import AUTOGRADER_SUFFIX, CourseError, Layout
 
 #: Names in a release that would bring the instructor's side in.
 INSTRUCTOR_ONLY = re.compile(r"\bnbgrader\b|\bautograder\b|\bbubblewrap", re.IGNORECASE)
@@ -87,7 +87,7 @@ def release_problems(layout: Layout, release: Path) -> list[str]:
         rel = path.relative_to(release)
         if path.is_dir() and path.name in ("solutions", "autograder", "autograders", "tests", "benchmarks"):
             problems.append(f"{rel}: the instructor's folder {path.name}/ is in the release")
-        if path.is_file() and path.name.endswith("-autograder.zip"):
+        if path.is_file() and path.name.endswith(AUTOGRADER_SUFFIX):
             problems.append(f"{rel}: an autograder zip (hidden tests and golden values)")
     for name in INSTALL_FILES:
         path = release / name

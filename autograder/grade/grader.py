@@ -32,7 +32,7 @@ from autograder.grade.row import ROW_FORMAT, Row, Status, completed
 from autograder.grade.submissions import (InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256,
                                           submission_id)
 from autograder.grade.unsealed import run_worker
-from autograder.layout import CourseError, Layout
+from autograder.layout import CourseError, Layout, slug_of_autograder
 from autograder.limits import SandboxLimits
 from autograder.report.gradebook import read_roster, write_gradebooks
 from autograder.sandbox.seal import SandboxUnavailable
@@ -63,7 +63,7 @@ class Grader:
         """(assignment, autograder zip, notebook) of a submission; InvalidSubmission if it can't be told."""
         nb = read_submission_notebook(path)
         if self.autograder:
-            return self.assignment or self.autograder.stem.removesuffix("-autograder"), self.autograder, nb
+            return self.assignment or slug_of_autograder(self.autograder), self.autograder, nb
         slug = assignment_slug(nb, self.assignment)
         zip_path = self.layout.autograder_zip(slug)
         if not zip_path.is_file():

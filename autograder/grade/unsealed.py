@@ -29,7 +29,7 @@ from autograder.grade.row import Status, Verdict, completed
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 from autograder.judge.verdicts import MEMORY_MARKERS
 from autograder.kernels import IPYTHONDIR_ENV, isolated_ipython_dir
-from autograder.limits import SandboxLimits, address_space_backstop_mb
+from autograder.limits import SandboxLimits, address_space_backstop_mb, over_time
 from autograder.otter_io import first_error, summarize
 from autograder.sandbox.protocol import GRADING_SETTING
 
@@ -118,7 +118,7 @@ def _worker_result(submission: Path, autograder_zip: Path, limits: SandboxLimits
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 return {"status": Status.TIMEOUT, "questions": {},
-                        "message": f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"}
+                        "message": over_time(limits)}
             finally:
                 # the notebook kernel runs in the same process group: never leave it behind
                 try:

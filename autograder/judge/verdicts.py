@@ -18,7 +18,7 @@ import autograder.judge.sampling  # noqa: F401 (hands the grader's own measures 
 from autograder.autograder_zip import Autograder
 from autograder.grade.row import Status, Verdict, completed
 from autograder.judge.quoting import UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test
-from autograder.limits import MAX_DEPTH, MAX_FILES, RUNNER_CAPS, SandboxLimits
+from autograder.limits import MAX_DEPTH, MAX_FILES, RUNNER_CAPS, SandboxLimits, over_time
 from autograder.sandbox.protocol import CELLS_DONE, DONE, RUNNER_ERROR, TEST
 from autograder.sandbox.seal import SandboxRun
 
@@ -61,7 +61,7 @@ def run_status(run: SandboxRun, limits: SandboxLimits, tampering: list[str] = ()
     if run.leftovers:
         return Status.ERROR, "processes of its sandbox outlived the kill; nothing it reported was judged"
     if run.killed_for == "timeout":
-        return Status.TIMEOUT, f"did not finish within {limits.timeout:g} s (an endless loop or a very slow cell?)"
+        return Status.TIMEOUT, over_time(limits)
     if run.killed_for == "memory":
         largest = max(run.memory_parts.items(), key=lambda part: part[1], default=None)
         most = f", most of it {largest[0]} ({largest[1]:.0f} MB)" if largest else ""

@@ -26,7 +26,7 @@ from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
 from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
                        RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV)
-from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps
+from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job
 from autograder.sandbox.choose import close_seal, open_seal
 from autograder.sandbox.seal import SandboxRun, SandboxUnavailable, grading_temp_base
 
@@ -65,7 +65,7 @@ class SandboxPool:
     def __init__(self, jobs: int = 2, *, threads: int | None = None, mode: str | None = None,
                  private: list[Path] = ()):
         self.jobs = max(1, jobs)
-        self.threads = threads or max(1, (os.cpu_count() or 1) // self.jobs)
+        self.threads = threads or threads_per_job(self.jobs)
         self.mode, self.private = mode, list(private)
         self.seal = None
         self._autograders: dict[Path, Autograder] = {}

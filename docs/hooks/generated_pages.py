@@ -154,7 +154,21 @@ def results_page() -> str:
               "thread counts and counts how often each claim of a reference answer held "
               "(`benchmarks/evidence.json`).", ""]
     lines += _evidence_table(json.loads((REPO / "benchmarks" / "evidence.json").read_text()))
+    suite = REPO / "benchmarks" / "suite_times.json"
+    if suite.is_file():
+        lines += ["", "## The test suite", ""] + _suite_table(json.loads(suite.read_text()))
     return "\n".join(lines) + "\n"
+
+
+def _suite_table(record: dict) -> list[str]:
+    """The suite's time by test file, from ``benchmarks/suite_times.py --record``."""
+    total = record["seconds"]
+    rows = [f"{record['tests']} tests in {total / 60:.1f} min ({record['note'] or 'one run'}; load average "
+            f"{record['load_average']} at its end; commit {record['commit']}, {record['date']}; "
+            "`benchmarks/suite_times.py`, recorded in `benchmarks/suite_times.json`). The target is 25 minutes.", "",
+            "| test file | seconds | share |", "|---|---|---|"]
+    rows += [f"| `{path}` | {seconds} | {seconds / max(total, 1):.0%} |" for path, seconds in list(record["files"].items())[:15]]
+    return rows
 
 
 def _evidence_table(records: dict) -> list[str]:

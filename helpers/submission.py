@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["export_submission", "latex_available", "NotebookNotSaved", "unsaved_run"]
+__all__ = ["compress_zip", "export_submission", "latex_available", "NotebookNotSaved", "unsaved_run"]
 
 #: What to do, in the words of the notebook's Submit section.
 SAVE_AND_RERUN = "Save the notebook now (File -> Save Notebook, or Ctrl+S / Cmd+S), then run this cell again."
@@ -104,12 +104,29 @@ def export_submission(grader, notebook: str | None = None) -> Path | None:
         raise NotebookNotSaved(problem)
     zip_path = Path(nb_path).with_name(Path(nb_path).stem + "_submission.zip")
     grader.export(nb_path, export_path=str(zip_path), pdf=False)
+    compress_zip(zip_path)
     if latex_available():
         add_pdf(zip_path, Path(nb_path))
     else:
         print("LaTeX (xelatex + pandoc) not found: the zip holds the notebook without a PDF.")
     print(f"Upload this file: {zip_path}")
     return zip_path
+
+
+def compress_zip(zip_path: Path) -> None:
+    """Rewrite the zip with every entry deflated: otter stores them as they are, and a notebook's
+    outputs (bertviz's views embed their scripts) shrink several times. Same entries, same bytes."""
+    import os
+    import zipfile
+
+    zip_path = Path(zip_path)
+    tmp = zip_path.with_name(zip_path.name + ".tmp")
+    with zipfile.ZipFile(zip_path) as src, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            entry = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            entry.external_attr, entry.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+            out.writestr(entry, src.read(info.filename))
+    os.replace(tmp, zip_path)
 
 
 def add_pdf(zip_path: Path, nb_path: Path) -> None:

@@ -92,3 +92,23 @@ def test_the_export_raises_with_the_message_and_stays_quiet_where_it_cannot_judg
         _grading_mode = True  # otter re-running the notebook to grade it: export is a no-op
 
     assert export_submission(GradingModeGrader()) is None
+
+
+def test_the_export_zip_is_compressed_with_the_same_entries(tmp_path):
+    import zipfile
+
+    from helpers.submission import compress_zip
+
+    notebook = ("<script>" + "var d3 = function () { return 1; };\n" * 20000 + "</script>").encode()
+    path = tmp_path / "homework_submission.zip"
+    with zipfile.ZipFile(path, "w") as zf:  # stored, as otter writes it
+        zf.writestr("homework.ipynb", notebook)
+        zf.writestr("data/points.csv", b"x,y\n1,2\n")
+    before = path.stat().st_size
+    compress_zip(path)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.namelist() == ["homework.ipynb", "data/points.csv"]
+        assert zf.read("homework.ipynb") == notebook and zf.read("data/points.csv") == b"x,y\n1,2\n"
+        assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert path.stat().st_size < before / 10
+

@@ -17,7 +17,7 @@ from autograder.layout import Layout
 from autograder.report import sections
 from autograder.report.html import esc, page
 from autograder.report.inputs import GradedBatch, Graded, Notes, read_batch
-from autograder.report.similarity import code_cells, read_codes, similar_pairs
+from autograder.report.similarity import code_cells, copy_groups, read_codes, similar_pairs
 
 
 def report_paths(results: Path, out: Path | None, slugs: list[str]) -> dict[str, Path]:
@@ -57,7 +57,7 @@ def render(slug: str, graded: list[Graded], batch: GradedBatch, base: Path, temp
            bundle: str) -> str:
     """The page of one assignment."""
     started = time.perf_counter()
-    pairs, compared, reason = [], 0, ""
+    pairs, groups, compared, reason = [], [], 0, ""
     with_code = [(g.name, g.code) for g in graded if g.code is not None]
     if not with_code:
         reason = ("the submissions' files were not found: pass --submissions DIR (the folder that was graded)"
@@ -66,12 +66,12 @@ def render(slug: str, graded: list[Graded], batch: GradedBatch, base: Path, temp
     else:
         codes = read_codes(with_code, template, notes)
         compared = len(codes)
-        pairs = similar_pairs(codes)
+        pairs, groups = similar_pairs(codes), copy_groups(codes)
     links = {g.name: g.feedback for g in graded}
     body = [("scores", "Scores", sections.scores(graded, base)),
             ("tests", "Tests", sections.tests(graded)),
             ("mistakes", "Common mistakes", sections.mistakes(graded, base)),
-            ("similar", "Similar submissions", sections.similar(pairs, compared, len(graded), base, links, reason)),
+            ("similar", "Similar submissions", sections.similar(pairs, compared, len(graded), base, links, reason, groups)),
             ("every", "Every submission", sections.every_submission(graded, base)),
             ("graded", "What graded", sections.what_graded(batch, graded, now(), bundle))]
     finished = sections.unfinished_share(graded)

@@ -9,7 +9,7 @@ from pathlib import Path
 from autograder.grade.row import UNFINISHED
 from autograder.report.html import bar, esc, histogram, link, message, name, num, pct, row, table
 from autograder.report.inputs import STATUSES, GradedBatch, Graded
-from autograder.report.similarity import LISTED_FROM, Pair, common_limit
+from autograder.report.similarity import LISTED_FROM, SMALLEST_GROUP, Pair, common_limit
 from autograder.report.stats import common_mistakes, question_stats, raising_cells, status_counts, by_test, totals
 
 #: What each status means, for the status table.
@@ -147,7 +147,7 @@ def mistakes(graded: list[Graded], base: Path) -> str:
 
 
 def similar(pairs: list[Pair], compared: int, graded: int, base: Path, links: dict[str, Path | None],
-            reason: str = "") -> str:
+            reason: str = "", groups: list[list[str]] = ()) -> str:
     parts = ['<div class="lead"><b>Similarity is a lead for a person to read, not a verdict.</b> Students who '
              "follow the same lecture, hint or documentation write alike; code can also be shared with permission. "
              "Read the matching lines side by side before concluding anything, and talk to the students.</div>",
@@ -161,7 +161,14 @@ def similar(pairs: list[Pair], compared: int, graded: int, base: Path, links: di
         parts.append(f"<p><b>Not compared:</b> {esc(reason)}</p>")
         return "".join(parts)
     parts.append(f"<p>{compared} of {graded} submissions had code of their own to compare; "
-                 f"{len(pairs)} pair(s) listed.</p>")
+                 f"{len(groups)} group(s) of copies and {len(pairs)} pair(s) listed.</p>")
+    if groups:
+        items = "".join(f"<li>{len(names)} submissions: " + ", ".join(link(links.get(n), n, base) for n in names) + "</li>"
+                        for names in groups)
+        parts.append(f'<p class="why"><b>Copies of one source</b>: submissions whose own code is the same once names, '
+                     f"comments, layout and the order of lines are set aside, {SMALLEST_GROUP} or more of them (code "
+                     f'that several submissions share is left out of the pairs below, so only this shows them).</p><ul id="copies">'
+                     f"{items}</ul>")
     if not pairs:
         return "".join(parts)
     rows = [row([str(i + 1), link(links.get(p.a.name), p.a.name, base), link(links.get(p.b.name), p.b.name, base),

@@ -62,6 +62,7 @@ class Code:
     name: str
     lines: list[tuple[int, str]] = field(default_factory=list)
     normal: str = ""
+    forms: list[str] = field(default_factory=list)  # each own line's normal form (lines' order)
     line_of: np.ndarray | None = None  # normal-form position -> index into lines
     starts: np.ndarray | None = None  # normal-form positions where a run of own lines begins
     fingerprint: "Fingerprint | None" = None
@@ -143,7 +144,7 @@ def normal_form(cells: list[str], given: Given, name: str = "") -> Code:
             owners.extend([len(code.lines)] * len(form))
             code.lines.append((cell_number, line))
             pieces.append(form)
-    code.normal = "".join(pieces)
+    code.normal, code.forms = "".join(pieces), pieces
     code.line_of = np.array(owners, dtype=np.int32)
     code.starts = np.array(starts[1:], dtype=np.int64)
     return code
@@ -257,6 +258,23 @@ def read_codes(entries: list[tuple[str, Path]], template_cells: list[str] | None
         else:
             codes.append(code)
     return codes
+
+
+#: Copies of one source are reported from this many submissions up.
+SMALLEST_GROUP = 3
+
+
+def copy_groups(codes: list[Code], smallest: int = SMALLEST_GROUP) -> list[list[str]]:
+    """Groups of ``smallest`` or more submissions whose own code is the same once names, comments,
+    layout and the order of its lines are set aside (the same normal-form lines, as many times each),
+    largest first. A leaked solution copied by several students is such a group; the pairs cannot
+    show it, since code that several submissions share is left out of them as common."""
+    groups: dict[tuple, list[str]] = {}
+    for code in codes:
+        if code.forms:  # a submission without code of its own is no copy of anything
+            groups.setdefault(tuple(sorted(code.forms)), []).append(code.name)
+    found = [sorted(names) for names in groups.values() if len(names) >= smallest]
+    return sorted(found, key=lambda names: (-len(names), names))
 
 
 @dataclass

@@ -141,6 +141,22 @@ def test_a_disguised_copy_is_the_first_pair_and_honest_variants_are_not_listed(s
     assert listed_pairs(page.read_text(encoding="utf-8")) == [pair]
 
 
+def test_three_copies_of_one_source_are_reported_as_a_group(tmp_path):
+    """A leaked solution copied by three students: their shared code is too common for the pairs,
+    so the page lists the three as one group of copies (and the honest variants in no group)."""
+    folder = tmp_path / "submissions"
+    student, copy = similar_batch(SLUG, folder)
+    nb = nbformat.read(folder / student, as_version=4)
+    nbformat.write(disguised_copy(nb, template(SLUG), swap_cells=False), folder / "third_copy.ipynb")
+    page, _ = report_of(folder, SLUG, tmp_path / "results")
+    text = page.read_text(encoding="utf-8")
+    copies = text[text.index('<ul id="copies">'):]
+    copies = copies[:copies.index("</ul>")]
+    assert re.findall(r"<li>(\d+) submissions", copies) == ["3"]
+    assert sorted(re.findall(r"<a [^>]*>([^<]*)</a>", copies)) == sorted([student, copy, "third_copy.ipynb"])
+    assert "1 group(s) of copies" in text
+
+
 def test_the_page_says_similarity_is_a_lead_and_shows_the_lines_side_by_side(tmp_path):
     similar_batch(SLUG, tmp_path / "submissions")
     page, _ = report_of(tmp_path / "submissions", SLUG, tmp_path / "results")

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.core.contract import GOLDEN_MODE_ENV as MODE_ENV, SETTING_ENV
+from helpers.core.contract import GOLDEN_MODE_ENV as MODE_ENV, MEASURE_MODULES_ENV, SETTING_ENV
 
 from autograder.autograder_zip import Autograder
 from autograder.grade.row import Status, Verdict, completed
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
+from autograder.judge import sampling as grader_measures
 from autograder.judge.verdicts import MEMORY_MARKERS
 from autograder.kernels import IPYTHONDIR_ENV, isolated_ipython_dir
 from autograder.limits import SandboxLimits, address_space_backstop_mb, over_time
@@ -104,7 +105,9 @@ def _worker_result(submission: Path, autograder_zip: Path, limits: SandboxLimits
         result_path, log_path = Path(tmp) / "result.json", Path(tmp) / "worker.log"
         # TMPDIR inside our folder: otter's temp copies (hidden tests, golden values) go when it goes,
         # even when the worker is killed at the time limit.
+        # otter compares golden values in the kernel: it gets the grader's own measures as the build's does
         env = dict(os.environ, **{SETTING_ENV: GRADING_SETTING, MODE_ENV: "compare", "TMPDIR": tmp,
+                                  MEASURE_MODULES_ENV: grader_measures.__name__,
                                   IPYTHONDIR_ENV: str(isolated_ipython_dir(Path(tmp)))})
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(

@@ -123,6 +123,8 @@ def test_the_course_folder_has_the_config_and_the_files_each_notebook_needs(nbgr
     for slug, course in nbgrader_courses.items():
         config = (course / "nbgrader_config.py").read_text()
         assert 'code_stub = {"python": "..."}' in config and 'os.environ["COURSE_SETTING"] = "grading"' in config
+        # nbgrader judges in its own kernel: the grader's measures are handed in there as in the build
+        assert 'os.environ["COURSE_MEASURE_MODULES"] = "autograder.judge.sampling"' in config
         assert (course / "release" / slug / "helpers" / "golden.py").is_file()
         assert not list((course / "release" / slug).rglob("golden_values.json"))
 

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.core.contract import SETTING_ENV
+from helpers.core.contract import MEASURE_MODULES_ENV, SETTING_ENV
 from helpers.core.golden import golden_blob  # the format use_golden reads, kept beside it
 
 from autograder.build import master
+from autograder.judge import sampling as grader_measures
 from autograder.layout import CourseError
 from autograder.limits import DEFAULT_LIMITS
 from autograder.sandbox.protocol import GRADING_SETTING
@@ -157,7 +158,8 @@ def write_course(dest: Path, slug: str, master_path: Path, by_test: dict[str, di
     config = dest / "nbgrader_config.py"
     if not config.exists():
         config.write_text(render("nbgrader_config.py.tmpl", timeout=f"{DEFAULT_LIMITS.timeout:g}", setting_env=SETTING_ENV,
-                                 setting=GRADING_SETTING), encoding="utf-8")
+                                 setting=GRADING_SETTING, measures_env=MEASURE_MODULES_ENV,
+                                 measures=grader_measures.__name__), encoding="utf-8")
     return folder / f"{slug}.ipynb"
 
 

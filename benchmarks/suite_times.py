@@ -4,7 +4,7 @@ pytest writes a JUnit XML report of a run (``--junitxml``); each test case there
 its setup, call and teardown together, so a session fixture (a build, a graded batch) counts in the
 first test that asks for it. This reads such a report and prints the files by their total, with the
 slowest cases of each; ``--record`` keeps the totals in ``benchmarks/suite_times.json`` with the date,
-the commit and the machine's load, for the site's figures page.
+the commit and a note of how the run was made, for the site's figures page.
 
     PYTEST_ADDOPTS=--junitxml=/tmp/junit.xml make test      # or CI=1 .ci/run
     .venv/bin/python benchmarks/suite_times.py /tmp/junit.xml [--record] [--note "fresh clone, idle"]
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -57,10 +56,11 @@ def table(per_file: dict[str, float], cases: dict[str, list[tuple[float, str]]],
     return "\n".join(lines)
 
 
-def record(per_file: dict[str, float], total: float, count: int, note: str) -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+def record(per_file: dict[str, float], total: float, count: int, note: str, commit: str = "") -> None:
+    commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                      text=True).stdout.strip()
     entry = {"date": dt.date.today().isoformat(), "commit": commit, "note": note, "tests": count,
-             "seconds": round(total), "load_average": round(os.getloadavg()[0], 2),
+             "seconds": round(total),
              "files": {path: round(seconds) for path, seconds in sorted(per_file.items(), key=lambda item: -item[1])}}
     RECORD.write_text(json.dumps(entry, indent=1) + "\n", encoding="utf-8")
 
@@ -70,11 +70,12 @@ def main() -> int:
     parser.add_argument("report", type=Path, help="pytest's JUnit XML report (--junitxml)")
     parser.add_argument("--record", action="store_true", help=f"keep the figures in {RECORD.relative_to(REPO)}")
     parser.add_argument("--note", default="", help="how the run was made (fresh clone, idle or loaded)")
+    parser.add_argument("--commit", default="", help="the commit the run tested (default: this checkout's HEAD)")
     args = parser.parse_args()
     per_file, cases, total, count = read(args.report)
     print(table(per_file, cases, total, count))
     if args.record:
-        record(per_file, total, count, args.note)
+        record(per_file, total, count, args.note, args.commit)
     return 0
 
 

@@ -163,8 +163,8 @@ def results_page() -> str:
 def _suite_table(record: dict) -> list[str]:
     """The suite's time by test file, from ``benchmarks/suite_times.py --record``."""
     total = record["seconds"]
-    rows = [f"{record['tests']} tests in {total / 60:.1f} min ({record['note'] or 'one run'}; load average "
-            f"{record['load_average']} at its end; commit {record['commit']}, {record['date']}; "
+    rows = [f"{record['tests']} tests in {total / 60:.1f} min of pytest ({record['note'] or 'one run'}; "
+            f"commit {record['commit']}, {record['date']}; "
             "`benchmarks/suite_times.py`, recorded in `benchmarks/suite_times.json`). The target is 25 minutes.", "",
             "| test file | seconds | share |", "|---|---|---|"]
     rows += [f"| `{path}` | {seconds} | {seconds / max(total, 1):.0%} |" for path, seconds in list(record["files"].items())[:15]]

@@ -11,7 +11,7 @@ import matplotlib
 import pytest
 import torch
 
-from helpers.attention_views import bertviz_bert, offline_html
+from helpers.attention_views import bertviz_bert, offline_html, unpacked
 from helpers.models import load_bert, load_gpt
 from helpers.visualizing_attention import (PARTY_PAIR, encode, plot_query_key, reverse_words, run_bert, run_gpt,
                                            token_labels, top_heads)
@@ -29,6 +29,14 @@ def test_student_run_passes_every_public_check_and_sees_causality(assignment_bat
     difference = float(re.search(r"largest difference from the model's own weights: (\S+)", said).group(1))
     assert difference < 1e-5
     assert re.search(r"previous token: layer \d head \d+ \(0\.\d\d\)", said)  # the top heads are named
+
+
+def test_the_executed_notebook_and_its_zip_stay_under_4_mb(assignment_batch):
+    """Fifteen views used to embed d3 and jQuery each, as text: 12.6 MB of notebook."""
+    folder = assignment_batch(SLUG).folder
+    executed = folder.parent / "student_without_latex" / f"{SLUG}.ipynb"
+    assert executed.stat().st_size < 4_000_000, executed.stat().st_size
+    assert (folder / "exports" / "without_latex.zip").stat().st_size < 4_000_000
 
 
 def test_gradescope_image_installs_the_models_bare_and_converts_smollm2_once(layout, assignment_batch):
@@ -57,34 +65,55 @@ def test_offline_views_load_nothing_from_the_network_and_keep_bertvizs_drawing()
     html, _ = _bertviz_html()
     assert "cdnjs.cloudflare.com/ajax/libs/require.js" in html  # what bertviz itself would fetch
     page = offline_html(html)
-    assert '<script src="http' not in page  # no script is fetched: d3 and jQuery are inlined
-    assert "d3js.org v5.7.0" in page and "jQuery v3.6" in page
-    assert page.count("requirejs(['jquery', 'd3']") == 1  # bertviz's own drawing code, unchanged, answered by the shim
+    assert '<script src="http' not in page and "cdnjs" not in page  # nothing is fetched
+    view, libraries = unpacked(page)
+    assert "d3js.org v5.7.0" in libraries and "jQuery v3.6" in libraries  # inlined, deflated
+    assert view.count("requirejs(['jquery', 'd3']") == 1  # bertviz's own drawing code, unchanged, answered by the shim
+    later = offline_html(html, with_libraries=False)
+    assert unpacked(later)[1] == "" and len(later) < len(page) - 100_000
 
 
-def test_a_head_view_draws_in_headless_chromium_without_network(tmp_path):
+def _chromium(*arguments: str, budget_ms: int = 5000, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Headless Chromium with every fetch failing: no proxy, no DNS."""
     if shutil.which("chromium") is None:
         message = "chromium is not installed (apt-get install chromium)"
         if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
             pytest.fail(message + "; COURSE_REQUIRE_BROWSER=1 says this run must render the view")
         pytest.skip(message)
+    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+                           "--host-resolver-rules=MAP * ~NOTFOUND", f"--virtual-time-budget={budget_ms}", *arguments],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _drawn_views(dom: str) -> list[str]:
+    return re.findall(r"<svg.*?</svg>", dom, re.S)
+
+
+def test_a_head_view_draws_in_headless_chromium_without_network(tmp_path):
     html, tokens = _bertviz_html()
     page = tmp_path / "view.html"
     page.write_text(f"<html><body>{offline_html(html)}</body></html>", encoding="utf-8")
-    # --dump-dom prints the page after its scripts ran; no proxy and no DNS make any fetch fail
-    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
-                          "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", "--dump-dom",
-                          page.as_uri()], capture_output=True, text=True, timeout=120).stdout
-    svg = re.search(r"<svg.*</svg>", dom, re.S)
-    assert svg, "bertviz drew no SVG: " + dom[:500]
-    drawn = re.findall(r"<text[^>]*>([^<]*)</text>", svg.group(0))
+    # --dump-dom prints the page after its scripts ran (the view inflated, then drawn)
+    svg = _drawn_views(_chromium("--dump-dom", page.as_uri()).stdout)
+    assert svg, "bertviz drew no SVG"
+    drawn = re.findall(r"<text[^>]*>([^<]*)</text>", svg[0])
     assert set(tokens) <= set(drawn), (tokens, drawn)  # every token is drawn, on both sides
-    assert len(re.findall(r"<line", svg.group(0))) > 0 or "<path" in svg.group(0)  # attention lines
+    assert len(re.findall(r"<line", svg[0])) > 0 or "<path" in svg[0]  # attention lines
     screenshot = tmp_path / "view.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
-                    "--virtual-time-budget=5000", f"--screenshot={screenshot}", "--window-size=900,700",
-                    page.as_uri()], capture_output=True, timeout=120)
+    _chromium(f"--screenshot={screenshot}", "--window-size=900,700", page.as_uri())
     assert screenshot.stat().st_size > 10_000  # a drawn page, not a blank one
+
+
+def test_a_view_without_the_libraries_draws_with_those_of_an_earlier_view(tmp_path):
+    """A cell's second view leaves the libraries out; it waits for the first view's."""
+    (html, _), (second, _) = _bertviz_html(), _bertviz_html()  # bertviz gives each call its own ids
+    pair = tmp_path / "pair.html"
+    pair.write_text(f"<html><body>{offline_html(html)}{offline_html(second, with_libraries=False)}</body></html>")
+    assert len(_drawn_views(_chromium("--dump-dom", pair.as_uri()).stdout)) == 2
+    alone = tmp_path / "alone.html"  # its cell's first view gone: it says what to do, after 20 s
+    alone.write_text(f"<html><body>{offline_html(html, with_libraries=False)}</body></html>")
+    dom = _chromium("--dump-dom", alone.as_uri(), budget_ms=30_000).stdout
+    assert not _drawn_views(dom) and "run this cell again" in dom
 
 
 def test_neuron_view_model_is_minilm_with_the_same_attentions():

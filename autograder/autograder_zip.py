@@ -9,7 +9,8 @@ Layout (otter's, with the bundle's additions)::
     files/golden_values.json   and the golden values, never shown to a submission
     setup.sh, run_autograder   Gradescope's image set-up (with the bundle's lines) and its start
     run_otter.py               Gradescope's entry point: grade sealed through the carried package
-    course/autograder/**.py    the grader modules sealed grading needs (:func:`carried_modules`)
+    course/autograder/**       the grader modules sealed grading needs (:func:`carried_modules`) and
+                               the templates they render (:func:`carried_templates`)
 
 Gradescope unpacks it into ``/autograder/source``; :class:`Autograder` reads the zip or that folder.
 """
@@ -170,8 +171,14 @@ def read_tests(zf) -> dict[str, list[dict]]:
 
 
 def _decorator_config(decorator: ast.expr) -> dict:
-    keywords = {k.arg: ast.literal_eval(k.value) for k in getattr(decorator, "keywords", [])}
-    return {"points": keywords.get("points") or 0, "hidden": bool(keywords.get("hidden", False))}
+    return case_settings({k.arg: ast.literal_eval(k.value) for k in getattr(decorator, "keywords", [])})
+
+
+def case_settings(config: dict) -> dict:
+    """A test case's ``points`` and ``hidden``, from a master's TEST CONFIG header or otter's
+    ``@test_case(...)`` keywords (the build writes the one into the other): unless said, a case is
+    public and worth nothing."""
+    return {"points": config.get("points") or 0, "hidden": bool(config.get("hidden", False))}
 
 
 def opened(zip_path: Path):
@@ -246,9 +253,15 @@ def gradescope_entries(package: Path = Path(__file__).parent) -> dict[str, bytes
     """What the zip carries for sealed grading on Gradescope: the grader modules it needs, and a
     ``run_otter.py`` that grades through them (``otter run`` does not use that file and grades as before)."""
     entries = {ENTRY_FILE: render("run_otter.py.tmpl", **TEMPLATE_PLACES).encode("utf-8")}
-    for name in carried_modules(package):
+    for name in carried_modules(package) + carried_templates(package):
         entries[f"{PACKAGE_DIR}/autograder/{name}"] = (package / name).read_bytes()
     return entries
+
+
+def carried_templates(package: Path = Path(__file__).parent) -> list[str]:
+    """The template files, as paths inside the package: the sandbox renders its lifeline, test driver
+    and otter stand-in from them on Gradescope too."""
+    return sorted(path.relative_to(package).as_posix() for path in (package / "templates").glob("*.tmpl"))
 
 
 def setup_additions(no_deps: list[str]) -> str:

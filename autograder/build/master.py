@@ -26,6 +26,8 @@ from typing import Iterator
 import nbformat
 import yaml
 
+from autograder.autograder_zip import case_settings
+
 #: otter assign's own patterns for a test cell's header (otter/assign/tests_manager.py).
 BEGIN_TEST_CONFIG = re.compile(r'(?:.\s*=\s*)?""?"?\s*#\s*BEGIN\s*TEST\s*CONFIG', re.IGNORECASE)
 END_TEST_CONFIG = re.compile(r'""?"?\s*#\s*END\s*TEST\s*CONFIG', re.IGNORECASE)
@@ -145,8 +147,9 @@ def parse_test(source: str) -> TestCell:
     functions = [n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
     if len(functions) != 1:
         raise MasterFormatError(f"a test cell must define one test_ function, found {[f.name for f in functions]}")
+    settings = case_settings(config)
     return TestCell(name=functions[0].name, args=[a.arg for a in functions[0].args.args], code=code.strip("\n"),
-                    points=float(config.get("points") or 0), hidden=bool(config.get("hidden", False)))
+                    points=float(settings["points"]), hidden=settings["hidden"])
 
 
 def solution_lines(source: str) -> Iterator[tuple[str, bool]]:

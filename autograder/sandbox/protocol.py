@@ -36,8 +36,10 @@ ASSETS_ENV = "COURSE_ASSETS_DIR"
 SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib", "/grading/assets",
                                                                     "/grading/submission", "/grading/models")
 
-#: The files of the library the grader copies in: the runner, this module, the contract.
+#: The files of the library the grader copies in: the runner, this module, the contract, and the
+#: test driver the runner hands the kernel (rendered from ``templates/test_driver.py.tmpl``).
 RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
+TEST_DRIVER_FILE = "course_test_driver.py"
 
 #: The job folder: the submission's notebook, and what to do with it.
 NOTEBOOK_FILE = "submission.ipynb"
@@ -84,23 +86,8 @@ def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
     }
 
 
-#: What ``import otter`` gives a notebook inside the sandbox (``/grading/lib/otter``). The
-#: notebook's first cell makes a ``grader = otter.Notebook(...)`` for public checks and the export,
-#: which grading skips (the grader runs the tests itself, as otter's own grading mode does);
-#: importing the real otter costs a second per submission.
-OTTER_STAND_IN = '''"""Stand-in for otter inside the grading sandbox: the grader object does nothing there."""
-
-
-class Notebook:
-    def __init__(self, nb_path=None, *args, **kwargs):
-        self._notebook = nb_path
-
-    def __getattr__(self, name):  # check, check_all, export, ...: no-ops while grading
-        return lambda *args, **kwargs: None
-'''
-
 __all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
            "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
            "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
-           "NOTEBOOK_FILE", "OTTER_STAND_IN", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
-           "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "job", "sandbox_environment", "thread_settings"]
+           "NOTEBOOK_FILE", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
+           "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "TEST_DRIVER_FILE", "job", "sandbox_environment", "thread_settings"]

@@ -23,13 +23,13 @@ import tempfile
 from pathlib import Path
 
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
-    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
-                                 GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
-                                 SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST)
-except ImportError:  # imported from the package (the tests read its driver)
-    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, GOLDEN_MODE_ENV,
-                                     GOLDEN_OUTBOX_ENV, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
-                                     SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST)
+    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, JOB_FILE,
+                                 NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                 SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
+except ImportError:  # imported from the package (by the tests)
+    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, JOB_FILE,
+                                             NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                     SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
 ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))
@@ -42,38 +42,9 @@ PR_SET_DUMPABLE = 4
 # the whole cell must be exactly one such call.
 SKIPPED_CELL = re.compile(rf"""({PUBLIC_CHECK}|grader\.check_all\(\)|export_submission\(grader\))""")
 
-# The code the kernel runs for one test file. Its output is one JSON line per test function.
-TEST_DRIVER = r'''
-def __course_run_test_file(source, outbox):
-    import ast, inspect, json, os
-    os.environ["@GOLDEN_MODE_ENV@"] = "collect"
-    os.environ["@GOLDEN_OUTBOX_ENV@"] = outbox
-    user_ns = get_ipython().user_ns
-    tree = ast.parse(source)
-    tree.body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "otter.test_files")]
-    cases = []
-    def test_case(**config):
-        def register(fn):
-            cases.append(fn)
-            return fn
-        return register
-    namespace = {"test_case": test_case, "__name__": "course_test"}
-    exec(compile(tree, "<test>", "exec"), namespace)
-    for fn in cases:
-        names = list(inspect.signature(fn).parameters)
-        missing = [n for n in names if n != "env" and n not in user_ns]
-        if missing:
-            print(json.dumps({"test": fn.__name__, "passed": False,
-                              "error": "the notebook does not define " + ", ".join(missing)}), flush=True)
-            continue
-        try:
-            fn(**{n: (user_ns if n == "env" else user_ns[n]) for n in names})
-        except BaseException as err:
-            print(json.dumps({"test": fn.__name__, "passed": False,
-                              "error": f"{type(err).__name__}: {err}"}), flush=True)
-        else:
-            print(json.dumps({"test": fn.__name__, "passed": True, "error": ""}), flush=True)
-'''.replace("@GOLDEN_MODE_ENV@", GOLDEN_MODE_ENV).replace("@GOLDEN_OUTBOX_ENV@", GOLDEN_OUTBOX_ENV)
+# The code the kernel runs for one test file (``templates/test_driver.py.tmpl``, rendered beside
+# this file by the grader): one JSON line per test function.
+TEST_DRIVER = Path(__file__).with_name(TEST_DRIVER_FILE)
 
 
 def protect_self() -> None:
@@ -178,7 +149,7 @@ class Runner:
         from nbclient.exceptions import DeadKernelError
 
         OUTBOX.write_text("")
-        client.execute_cell(self.append(nb, TEST_DRIVER), len(nb.cells) - 1)
+        client.execute_cell(self.append(nb, TEST_DRIVER.read_text(encoding="utf-8")), len(nb.cells) - 1)
         for test_file in files:
             cell = self.append(nb, f"__course_run_test_file({test_file['source']!r}, {str(OUTBOX)!r})")
             try:

@@ -48,6 +48,7 @@ from autograder.limits import GROUP_TASK_SLACK, LAUNCHER_PROCESSES, MAX_FILES, T
 from autograder.sandbox.cgroups import CgroupHome, RunGroup, find_home
 from autograder.sandbox.holdings import Meter, alive, descendants
 from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
+from autograder.templates import render
 from autograder.sandbox.streams import Drain, Lines, Replies
 from autograder.sandbox.uids import UidPool, writable_places
 
@@ -56,13 +57,9 @@ POLL_SECONDS = 0.1
 #: between them a cheap bound above the exact figure decides whether to read it now (exact reads
 #: cost tens of milliseconds per process, most of a core at every poll).
 EXACT_EVERY = 10
-#: Runs first in every sandbox: a background shell closes its copy of the grader's channel (only the
-#: runner may hold it), blocks on the lifeline, which reaches end of file only once the grader's
-#: write end is closed (the run ended, or the grader died), then kills every process of the sandbox;
-#: the command itself is exec'd without the lifeline. bash, not sh: it closes and reads descriptors
-#: numbered above 9.
-LIFELINE = (f'( exec {{{CHANNEL_ENV}}}>&-; read -r -u "${LIFELINE_ENV}" _; kill -s KILL -- -1 2>/dev/null ) & '
-            f'exec {{{LIFELINE_ENV}}}<&-; exec "$@"')
+#: Runs first in every sandbox and ends every process of it once the grader lets go of the lifeline
+#: (``templates/lifeline.sh.tmpl`` says how).
+LIFELINE = render("lifeline.sh.tmpl", channel_env=CHANNEL_ENV, lifeline_env=LIFELINE_ENV)
 #: The submission's writable working folder inside the bubblewrap sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
 #: Where a grading run keeps its shared files, tried in order: the first that a uid owning nothing

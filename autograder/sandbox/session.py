@@ -25,10 +25,12 @@ from autograder.autograder_zip import Autograder, open_up
 from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
 from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
-                       RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV)
+                       RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV,
+                       TEST_DRIVER_FILE)
 from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job
 from autograder.sandbox.choose import close_seal, open_seal
 from autograder.sandbox.seal import SandboxRun, SandboxUnavailable, grading_temp_base
+from autograder.templates import render
 
 RUNNER = Path(__file__).with_name("runner.py")
 #: Module names that are replaced inside the sandbox by a stub that refuses to import.
@@ -40,14 +42,17 @@ WORKSPACE_PREFIX = "course-grade-"
 
 
 def runner_library(folder: Path) -> Path:
-    """The read-only /grading/lib: the runner with its protocol and the helpers' contract, the otter
-    stand-in, and stubs of slow optional imports."""
+    """The read-only /grading/lib: the runner with its protocol, the helpers' contract and its test
+    driver, the otter stand-in, and stubs of slow optional imports."""
     lib = folder / "lib"
     (lib / "otter").mkdir(parents=True, exist_ok=True)
     for source, name in ((RUNNER, RUNNER_FILE), (Path(protocol.__file__), PROTOCOL_FILE),
                          (Path(contract.__file__), CONTRACT_FILE)):
         shutil.copyfile(source, lib / name)
-    (lib / "otter" / "__init__.py").write_text(protocol.OTTER_STAND_IN)
+    # what ``import otter`` gives the notebook: its grader object does nothing while grading
+    (lib / "otter" / "__init__.py").write_text(render("otter_stand_in.py.tmpl"))
+    (lib / TEST_DRIVER_FILE).write_text(render("test_driver.py.tmpl", golden_mode_env=contract.GOLDEN_MODE_ENV,
+                                               golden_outbox_env=contract.GOLDEN_OUTBOX_ENV))
     for module in SLOW_OPTIONAL_IMPORTS:
         (lib / f"{module}.py").write_text(f'raise ImportError("{module} is left out of the grading sandbox")\n')
     open_up(lib)

@@ -194,15 +194,17 @@ def test_the_runner_library_runs_alone_and_speaks_the_protocol(tmp_path):
 
     lib = runner_library(tmp_path)
     probe = ("import sys, course_runner as r; "
-             "print(r.CHANNEL_ENV, r.GOLDEN_MODE_ENV, r.TEST, sorted(m for m in sys.modules if m.split('.')[0] in "
+             "print(r.CHANNEL_ENV, r.TEST_DRIVER.is_file(), r.TEST, sorted(m for m in sys.modules if m.split('.')[0] in "
              "('autograder', 'helpers', 'torch')))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(lib)})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split(" ", 3)[:3] == [protocol.CHANNEL_ENV, contract.GOLDEN_MODE_ENV, protocol.TEST]
+    assert done.stdout.split(" ", 3)[:3] == [protocol.CHANNEL_ENV, "True", protocol.TEST]
     assert done.stdout.strip().endswith("[]"), done.stdout  # nothing of the bundle, no torch
-    from autograder.sandbox import runner as sandbox_runner
-    assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in sandbox_runner.TEST_DRIVER
+    driver = (lib / protocol.TEST_DRIVER_FILE).read_text()  # rendered from its template, valid Python
+    compile(driver, protocol.TEST_DRIVER_FILE, "exec")
+    assert f'os.environ["{contract.GOLDEN_MODE_ENV}"] = "collect"' in driver and "$" not in driver
+    assert (lib / "otter" / "__init__.py").read_text().count("class Notebook") == 1
 
 
 # ----------------------------------------------------------------------------- measures of raw values

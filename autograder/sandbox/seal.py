@@ -89,6 +89,7 @@ class SandboxRun:
     memory_parts: dict[str, float] = field(default_factory=dict)  # a memory kill: MB by kind, what it counted
     disk_cause: str = "size"  # a disk kill: "size", "files" (more than MAX_FILES) or "depth" (past MAX_DEPTH)
     seconds: float = 0.0
+    cells_seconds: float | None = None  # when the runner said the cells ran (the tests follow): for benchmarks
     leftovers: list[str] = field(default_factory=list)  # what could not be removed after the run
 
 
@@ -270,6 +271,7 @@ class Seal:
                     if after_cells is not None and message.get("event") == CELLS_DONE:
                         replies.put(after_cells)  # the tests go in only now, and only once
                         after_cells = None
+                        result.cells_seconds = time.perf_counter() - started
                 if time.perf_counter() - started > limits.timeout:
                     result.killed_for = "timeout"
                     break

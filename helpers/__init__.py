@@ -11,6 +11,9 @@ from .progress import progress
 from .runtime import budget, fast_mode, get_device, seed_everything, setting, use_setting
 from .submission import export_submission
 from .validation import check_tensor
+from .check_messages import say_check_messages_once
+
+say_check_messages_once()  # otter is loaded by then: the notebook's first cell imports it
 
 __all__ = [
     "seed_everything",

@@ -77,3 +77,31 @@ def test_a_split_module_exports_every_submodule_name(name):
         for public in module.__all__:
             assert getattr(package, public) is getattr(module, public), f"{name}.{public}"
             assert public in package.__all__, f"{name}.{public}"
+
+
+def test_a_failed_check_says_its_message_once():
+    """otter shows the failing line, then the exception: for an assert with a message that is the
+    message twice. It is said once; other failures keep otter's line."""
+    from otter.test_files.exception_test import ExceptionTestFile
+
+    from helpers.check_messages import say_check_messages_once
+
+    source = '''from otter.test_files import test_case
+
+name = "q1"
+
+@test_case(points=0, hidden=False)
+def test_scaled(f):
+    assert f(4) == 2, f"f(4) should be 2 (divide by sqrt(D)); got {f(4)}"
+
+@test_case(points=0, hidden=False)
+def test_types(f):
+    f("four")
+'''
+    assert say_check_messages_once() and say_check_messages_once()  # otter is loaded; twice is once
+    checks = ExceptionTestFile.from_string(source, "q1.py")
+    checks.run({"f": lambda x: x * 2 + 0})  # 8, and a TypeError on a string
+    said = checks.summary()
+    assert said.count("f(4) should be 2") == 1 and "got 8" in said, said
+    assert "divide by sqrt(D)); got {f(4)}" not in said  # the assert's source is not shown
+    assert 'f("four")' in said and "TypeError" in said, said  # another error keeps the line that raised

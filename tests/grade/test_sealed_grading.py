@@ -160,6 +160,7 @@ def run_probe_as_nobody(tmp_path: Path) -> None:
                    "runner.py", "cgroups.py"):
         shutil.copy(REPO / "autograder" / "sandbox" / module, copy / "sandbox" / module)
     shutil.copy(REPO / "autograder" / "limits.py", copy / "limits.py")
+    shutil.copytree(REPO / "autograder" / "templates", copy / "templates")  # the seal renders its lifeline
     shutil.copy(REPO / "helpers" / "core" / "contract.py", copy.parent / "course_contract.py")  # as the session copies it
     (copy / "__init__.py").write_text("")
     (copy / "sandbox" / "__init__.py").write_text("")
@@ -180,9 +181,9 @@ with sandbox.lease() as uid:
                       limits=SandboxLimits(timeout=20, processes=10))
 print("uid", os.getuid(), "killed_for", run.killed_for, "| memory counted at a kill:", run.memory_parts)
 """)
-    for path in (tmp_path, tmp_path / "lib", copy, copy / "sandbox"):
+    for path in (tmp_path, tmp_path / "lib", copy, copy / "sandbox", copy / "templates"):
         path.chmod(0o755)
-    for path in (script, copy.parent / "course_contract.py", *copy.rglob("*.py")):
+    for path in (script, copy.parent / "course_contract.py", *copy.rglob("*.py"), *copy.rglob("*.tmpl")):
         path.chmod(0o644)
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script)],
                           capture_output=True, text=True, timeout=60, cwd="/")

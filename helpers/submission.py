@@ -1,19 +1,24 @@
 """Making the submission zip from inside a notebook.
 
 The zip holds the notebook *file*, as last saved, not what the browser shows. A student who runs
-Kernel -> Restart & Run All reaches the export cell before saving, so a bare export would upload
-the previous save: no outputs, no plots for the TA. ``export_submission`` therefore compares the
-saved file with this kernel's own history and refuses, saying what to do, until they agree.
+Kernel -> Restart & Run All reaches the export cell before saving, and one who edits an answer
+after saving would upload the older answer. ``export_submission`` therefore first asks JupyterLab
+to save the notebook (the notebook's save button, pressed from the export cell's output), then
+compares the saved file with this kernel's own history and refuses, saying what to do, until they
+agree.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["compress_zip", "export_submission", "latex_available", "NotebookNotSaved", "unsaved_run"]
+__all__ = ["compress_zip", "export_submission", "latex_available", "NotebookNotSaved", "save_from_the_browser",
+           "unsaved_run"]
 
 #: What to do, in the words of the notebook's Submit section.
 SAVE_AND_RERUN = "Save the notebook now (File -> Save Notebook, or Ctrl+S / Cmd+S), then run this cell again."
+#: What to do when the export saved the notebook itself: what is missing is a run, not a save.
+RUN_ALL = "Run every cell again (Run -> Run All Cells): the export at the end then sees them all."
 
 
 class NotebookNotSaved(RuntimeError):
@@ -28,8 +33,9 @@ def _this_kernel():
     return get_ipython()
 
 
-def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
-    """Why the saved ``nb_path`` does not show the run of this kernel, or None when it does.
+def unsaved_run(nb_path: str | Path, shell=None, just_saved: bool = False) -> str | None:
+    """Why the saved ``nb_path`` does not show the run of this kernel, or None when it does
+    (``just_saved``: the export saved it itself, so the advice is to run the cells, not to save).
 
     Every non-empty code cell of the saved file (but the export cell) must carry an execution
     count whose input, in this kernel's history, is that cell's code: a cell never run, run in an
@@ -40,6 +46,7 @@ def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
     if shell is None:
         return None
     history = shell.user_ns.get("_ih") or []
+    advice = RUN_ALL if just_saved else SAVE_AND_RERUN
     import nbformat  # here, not at the top: importing it costs every notebook two seconds
 
     nb = nbformat.read(nb_path, as_version=4)
@@ -48,17 +55,54 @@ def unsaved_run(nb_path: str | Path, shell=None) -> str | None:
     never = [n for n, cell in code if cell.get("execution_count") is None]
     if len(never) == len(code) and code:
         return (f"{Path(nb_path).name} was saved without outputs: none of its code cells has run in the saved "
-                f"file. {SAVE_AND_RERUN}")
+                f"file. {advice}")
     for n, cell in code:
         count = cell.get("execution_count")
         if count is None:
-            return f"cell {n} of the saved {Path(nb_path).name} has not run (no output). {SAVE_AND_RERUN}"
+            return f"cell {n} of the saved {Path(nb_path).name} has not run (no output). {advice}"
         ran = history[count] if 0 < count < len(history) else None
         if ran is None or ran.strip() != shell.transform_cell(cell.source).strip():
             first_line = cell.source.strip().splitlines()[0][:60]
             return (f"the saved {Path(nb_path).name} shows outputs from an earlier run, or code changed after it "
-                    f"ran (cell {n}, starting {first_line!r}). {SAVE_AND_RERUN}")
+                    f"ran (cell {n}, starting {first_line!r}). {advice}")
     return None
+
+
+#: Pressed by the export cell's output, once: the save button of the notebook that shows it
+#: (JupyterLab and Notebook 7 render trusted JavaScript with ``element``, the output's node). A
+#: copy of the output opened later does nothing.
+_SAVE_SCRIPT = """
+if (Date.now() < %(until_ms)d) {
+  var panel = element.closest('.jp-NotebookPanel');
+  var save = panel && panel.querySelector('[data-command="docmanager:save"]');
+  if (save) { save.click(); }
+}
+"""
+#: How long the export waits for JupyterLab's save to reach the file.
+SAVE_WAIT_SECONDS = 10.0
+
+
+def save_from_the_browser(nb_path: str | Path, wait: float = SAVE_WAIT_SECONDS) -> bool | None:
+    """Ask the notebook's JupyterLab to save it now, so that the file holds every edit (a written
+    answer changed after the last save included); True once the file changed, False if it did not
+    within ``wait`` seconds, None where no Jupyter server runs the kernel (nothing to ask)."""
+    import os
+    import time
+
+    if not os.environ.get("JPY_SESSION_NAME") or _this_kernel() is None:  # set by jupyter_server for its kernels
+        return None
+    from IPython.display import Javascript, display
+
+    path = Path(nb_path)
+    before = path.stat().st_mtime_ns if path.exists() else None
+    display(Javascript(_SAVE_SCRIPT % {"until_ms": int((time.time() + wait) * 1000)}))
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if path.exists() and path.stat().st_mtime_ns != before:
+            time.sleep(0.2)  # the contents API writes the file once; let it finish
+            return True
+    return False
 
 
 def latex_available() -> bool:
@@ -72,9 +116,10 @@ def export_submission(grader, notebook: str | None = None) -> Path | None:
     """Save the submission zip next to the notebook, with a PDF of the written answers and the
     plots they discuss inside when LaTeX is present (:mod:`helpers.pdf`, as the TAs' PDFs).
 
-    Unlike a bare ``grader.export()``, it refuses a saved file that does not show this kernel's
-    run (see :func:`unsaved_run`), and it never leaves a broken zip behind when the PDF cannot be
-    made: the zip keeps the notebook without the PDF, and it says so. In otter's grading mode it does
+    Unlike a bare ``grader.export()``, it saves the notebook first where JupyterLab shows it
+    (:func:`save_from_the_browser`), refuses a saved file that does not show this kernel's run (see
+    :func:`unsaved_run`), and never leaves a broken zip behind when the PDF cannot be made: the
+    zip keeps the notebook without the PDF, and it says so. In otter's grading mode it does
     nothing, as ``grader.export`` does.
 
     Parameters
@@ -99,9 +144,13 @@ def export_submission(grader, notebook: str | None = None) -> Path | None:
     nb_path = notebook or getattr(grader, "_notebook", None)
     if not nb_path:
         raise ValueError("pass notebook='<name>.ipynb': the grader does not know its notebook")
-    problem = unsaved_run(nb_path)
+    saved = save_from_the_browser(nb_path)
+    problem = unsaved_run(nb_path, just_saved=bool(saved))
     if problem:
         raise NotebookNotSaved(problem)
+    if saved is False:
+        print("Could not save the notebook from here (is its toolbar hidden, or is it open in another editor?): "
+              "the zip holds it as you last saved it. If you changed anything since, save and run this cell again.")
     zip_path = Path(nb_path).with_name(Path(nb_path).stem + "_submission.zip")
     grader.export(nb_path, export_path=str(zip_path), pdf=False)
     compress_zip(zip_path)

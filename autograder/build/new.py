@@ -81,8 +81,8 @@ def master_notebook(slug: str) -> nbformat.NotebookNode:
            "the largest exponent is then $e^0 = 1$, so nothing overflows."),
         _raw("# END SOLUTION"),
         _raw("# END QUESTION"),
-        md("## Submit\n\n1. Kernel → Restart Kernel and Run All Cells.\n2. Save the notebook.\n"
-           "3. Run the cell below again, and upload the zip it writes."),
+        md("## Submit\n\n1. Kernel → Restart Kernel and Run All Cells.\n2. The cell below saves the notebook "
+           "and writes the zip: upload it."),
         code("export_submission(grader)"),
     ]
     return nb

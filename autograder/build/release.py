@@ -167,10 +167,10 @@ data (network needed), add the optional extra once: `.venv/bin/pip install -e '.
 ## Submitting
 
 1. Kernel → Restart Kernel and Run All Cells.
-2. Save the notebook (Ctrl+S).
-3. Run the last cell, `export_submission(grader)`, again, and upload the zip it writes.
+2. The last cell, `export_submission(grader)`, saves the notebook and writes the zip: upload it.
 
-It zips the saved file, and refuses while the file does not show the kernel's run. The zip holds a
+It zips the saved file, and refuses, saying what to do, while the file does not show the kernel's
+run. In an editor it cannot save from, save yourself (Ctrl+S) before you run it. The zip holds a
 PDF of your written answers and plots when LaTeX is installed (Debian or Ubuntu: `sudo apt-get install
 texlive-xetex texlive-fonts-recommended texlive-plain-generic pandoc poppler-utils fonts-dejavu-core
 fonts-droid-fallback fonts-symbola`); without it, the notebook alone, and it says so.

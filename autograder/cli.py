@@ -71,7 +71,8 @@ def cmd_pdf(args) -> int:
     layout = find_layout(args)
     maker = PdfMaker(layout, Path(args.submissions).resolve(), Path(args.out).resolve(), jobs=args.jobs,
                      pagebreaks=args.gradescope, force=args.force, assignment=args.assignment,
-                     execute=not args.no_execute, limits=Limits(timeout=args.timeout))
+                     execute=not args.no_execute, limits=Limits(timeout=args.timeout),
+                     graded=Path(args.graded).resolve() if args.graded else None)
     records = maker.run()
     print(summary(maker, records))
     print(f"{len(records)} submission(s) in {maker.seconds:.1f} s; PDFs in {maker.out}/<assignment>/")
@@ -197,6 +198,9 @@ def parser() -> argparse.ArgumentParser:
                    help="start every question on a new page, as Gradescope's page matching expects")
     f.add_argument("--force", action="store_true", help="remake PDFs that are already there and unchanged")
     f.add_argument("--assignment", help="assignment slug, when submissions do not name one")
+    f.add_argument("--graded", metavar="RESULTS",
+                   help="the `course grade --out` folder of these submissions: a notebook saved without outputs takes "
+                        "the outputs of its grading run instead of running again")
     f.add_argument("--no-execute", action="store_true",
                    help="do not run notebooks saved without outputs (by default they run sealed, as in grading)")
     f.add_argument("--timeout", type=float, default=DEFAULT_LIMITS.timeout,

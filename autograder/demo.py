@@ -80,7 +80,7 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     log(f"  scores:             {out / 'results' / 'results.csv'} (and results.json)")
     log(f"  feedback:           {out / 'results' / 'feedback'}/")
     log(f"  reports:            {out / 'results'}/report-<assignment>.html (course report {out / 'results'})")
-    log(f"  TAs' PDFs:          course pdf {out / 'submissions'} --out {out / 'pdfs'}")
+    log(f"  TAs' PDFs:          course pdf {out / 'submissions'} --out {out / 'pdfs'} --graded {out / 'results'}")
     for line in problems:
         log(f"UNEXPECTED {line}")
     if not problems:

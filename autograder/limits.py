@@ -77,6 +77,9 @@ class RunnerCaps:
     value_line_bytes: int = 16 << 20  # one collected value (an outbox line)
     values_bytes: int = 40 << 20  # every collected value of a run together
     notebook_chars: int = 48 << 20  # an executed notebook sent back (course pdf)
+    # one sent back while grading, as the channel carries it (JSON-escaped): with every collected
+    # value it stays within the channel, so keeping a notebook never costs a submission its grade
+    graded_notebook_bytes: int = 16 << 20
 
 
 RUNNER_CAPS = RunnerCaps()

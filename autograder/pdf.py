@@ -1,8 +1,9 @@
 """``course pdf``: the manually graded answers of every submission as PDFs, for TAs.
 
-A notebook saved without outputs (the student never saved after running it) is executed first,
-sealed in the grading sandbox as ``course grade`` runs it, in the grading setting; its first page says
-so. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
+A notebook saved without outputs (the student never saved after running it) takes the outputs of
+its sealed grading run when ``--graded`` names the ``course grade`` results folder that kept them;
+else it is executed first, sealed in the grading sandbox as ``course grade`` runs it, in the grading
+setting. Its first page says which. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
 assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
 Submissions are found, resumed and worked through as ``course grade`` does it (:class:`autograder.grade.batch.Batch`). One that cannot be rendered at all (not a
 notebook, no notebook in the zip, not an assignment of this course) gets a notice page in the
@@ -24,8 +25,9 @@ from helpers.core.pdf import LatexMissing, latex_missing, render_notice, render_
 
 from autograder.build import master
 from autograder.grade.batch import Batch
-from autograder.grade.results import write_atomically
-from autograder.grade.submissions import InvalidSubmission, assignment_slug, read_submission_notebook, sha256, submission_id
+from autograder.grade.results import EXECUTED_KEY, ResultsFolder, write_atomically
+from autograder.grade.submissions import (InvalidSubmission, assignment_slug, has_outputs, read_submission_notebook,
+                                          sha256, submission_id)
 from autograder.layout import CourseError, Layout
 from autograder.limits import SandboxLimits
 from autograder.sandbox.seal import SandboxUnavailable
@@ -43,10 +45,6 @@ def manual_questions_of(path: Path) -> list[tuple[str, float | None]]:
     return [(q.name, q.points) for q in master.questions(master.read(path), manual=True)]
 
 
-def has_outputs(nb) -> bool:
-    return any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code")
-
-
 @dataclass
 class PdfMaker:
     layout: Layout
@@ -57,6 +55,7 @@ class PdfMaker:
     force: bool = False
     assignment: str | None = None
     execute: bool = True  # run notebooks saved without outputs (sealed) so their plots appear
+    graded: Path | None = None  # a `course grade` results folder of these submissions: its executed notebooks are used
     limits: SandboxLimits = SandboxLimits()
     _questions: dict = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -69,6 +68,18 @@ class PdfMaker:
 
     def options(self) -> dict:
         return {"renderer": RENDERER_VERSION, "pagebreaks": self.pagebreaks, "execute": self.execute}
+
+    def from_grading_run(self, record: dict):
+        """The notebook as ``course grade`` executed it (``--graded``), if it kept one for these very
+        bytes; else None."""
+        if self.graded is None:
+            return None
+        kept = ResultsFolder(self.graded).executed_of(record["submission"])
+        try:
+            nb = nbformat.read(kept, as_version=4)
+        except (OSError, ValueError):
+            return None
+        return nb if nb.metadata.get(EXECUTED_KEY, {}).get("sha256") == record["sha256"] else None
 
     def executed(self, slug: str, nb, sandboxes: SandboxesOnDemand) -> tuple[object | None, str]:
         """``nb`` run sealed in the sandbox, as grading runs it: (the executed notebook or None, why not)."""
@@ -96,7 +107,14 @@ class PdfMaker:
             return self.save(record, started)
         record["assignment"] = slug
         lines = [f"assignment {slug} · file {record['file']}"]
-        if not has_outputs(nb):
+        kept = None if has_outputs(nb) else self.from_grading_run(record)
+        if kept is not None:
+            nb = kept
+            lines.append("Saved without outputs: the plots and printouts below come from its sealed grading run "
+                         "(grading setting), not from the student's own run.")
+            record.update(executed=True, from_grading_run=True,
+                          message="saved without outputs; the outputs of its grading run")
+        elif not has_outputs(nb):
             ran, problem = self.executed(slug, nb, sandboxes) if self.execute else (None, "not asked to (--no-execute)")
             if ran is not None:
                 nb = ran
@@ -109,6 +127,7 @@ class PdfMaker:
             record["executed"] = ran is not None
             record["message"] = ("saved without outputs; run for this PDF" + (f", and it stopped: {problem}" if problem else "")
                                  if ran is not None else f"saved without outputs and not run: {problem}")
+            record["worth_a_look"] = bool(problem) or ran is None  # it stopped, or its plots are missing
         target = self.out / slug / f"{record['submission']}.pdf"
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -122,6 +141,7 @@ class PdfMaker:
         record.update(status="ok", pages=rendered.pages, verbatim=rendered.verbatim, pdf=target.relative_to(self.out).as_posix())
         plain = ["set as plain text where LaTeX failed: " + ", ".join(rendered.verbatim)] if rendered.verbatim else []
         record["message"] = "; ".join(filter(None, [record["message"], *rendered.notes, *plain]))
+        record["worth_a_look"] = bool(record.get("worth_a_look") or rendered.notes or plain)
         return self.save(record, started)
 
     def save(self, record: dict, started: float) -> dict:
@@ -193,8 +213,10 @@ class PdfMaker:
         return merged
 
     def write_log(self, records: list[dict]) -> None:
+        """``pdf-log.txt``: the submissions a TA should look at: not rendered, rendered in part as plain
+        text, or with plots missing or from a run that stopped; nothing for the others."""
         lines = [f"{r['submission']}: {'ok, ' if r['status'] == 'ok' else 'NOT RENDERED: '}{r['message']}"
-                 for r in records if r["message"] or r["status"] != "ok"]
+                 for r in records if r["status"] != "ok" or r.get("worth_a_look")]
         write_atomically(self.out / "pdf-log.txt", "\n".join(lines) + ("\n" if lines else ""))
 
 

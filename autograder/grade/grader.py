@@ -27,10 +27,11 @@ from helpers.core.models import prepare_bundled_gpt
 from autograder.autograder_zip import Autograder, NotACourseAutograder
 from autograder.build import master
 from autograder.grade.batch import Batch
-from autograder.grade.results import ResultsFolder, limits_record, now, write_reports, write_run_record
+from autograder.grade.results import (EXECUTED_KEY, ResultsFolder, limits_record, now, write_atomically, write_reports,
+                                      write_run_record)
 from autograder.grade.row import ROW_FORMAT, Row, Status, completed
-from autograder.grade.submissions import (InvalidSubmission, assignment_slug, find_submissions, read_submission_notebook, sha256,
-                                          submission_id)
+from autograder.grade.submissions import (InvalidSubmission, assignment_slug, find_submissions, has_outputs,
+                                          read_submission_notebook, sha256, submission_id)
 from autograder.grade.unsealed import run_worker
 from autograder.layout import CourseError, Layout, slug_of_autograder
 from autograder.limits import SandboxLimits
@@ -103,11 +104,27 @@ class Grader:
                 pool = sandboxes.get()
                 autograder = self.loaded(zip_path, pool)
                 row.update(assignment=slug, autograder_sha256=autograder.sha256)
-                row.update(pool.grade(autograder, nbformat.writes(nb), self.limits))
+                keep = not has_outputs(nb)  # saved without outputs: course pdf takes this run's
+                result, executed = pool.grade(autograder, nbformat.writes(nb), self.limits, keep_notebook=keep)
+                row.update(result)
+                if executed is not None:
+                    self.keep_executed(row, executed)
         row["seconds"] = round(time.perf_counter() - started, 2)
         row["sealed"] = not self.unsafe
         row["limits"], row["graded_at"] = limits_record(self.limits), now()
         return row
+
+    def keep_executed(self, row: Row, text: str) -> None:
+        """Keep the notebook as its grading run executed it (sent before the tests went in), marked
+        with the submission's hash, for ``course pdf --graded``; one that does not parse is dropped."""
+        try:
+            nb = nbformat.reads(text, as_version=4)
+        except Exception:  # the kernel's output: nothing to keep, the grade stands
+            return
+        nb.metadata[EXECUTED_KEY] = {"sha256": row["sha256"], "setting": "grading"}
+        target = ResultsFolder(self.out).executed_of(row["submission"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, nbformat.writes(nb))
 
     def still_holds(self, path: Path, row: dict) -> bool:
         """A saved row still holds: same submission bytes, same autograder (if it got that far), same mode."""

@@ -22,6 +22,10 @@ RUN_FILE = "run.json"
 RUN_FORMAT = 1
 
 
+#: The metadata key of a kept executed notebook: the hash of the submission it was run from.
+EXECUTED_KEY = "course_graded_run"
+
+
 @dataclass(frozen=True)
 class ResultsFolder:
     """The files of a ``course grade`` results folder."""
@@ -58,6 +62,14 @@ class ResultsFolder:
     @property
     def gradebooks(self) -> Path:
         return self.root / "gradebook"
+
+    @property
+    def executed(self) -> Path:
+        """Notebooks saved without outputs, as their sealed grading run executed them (for ``course pdf``)."""
+        return self.root / "executed"
+
+    def executed_of(self, submission: str) -> Path:
+        return self.executed / f"{submission}.ipynb"
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:

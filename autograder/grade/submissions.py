@@ -123,6 +123,11 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     return bytes(data)
 
 
+def has_outputs(nb) -> bool:
+    """Whether the notebook was saved after it ran (any code cell with an output)."""
+    return any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code")
+
+
 def assignment_of(nb) -> str | None:
     return nb.metadata.get("otter", {}).get("assignment_name")
 

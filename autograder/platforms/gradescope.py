@@ -73,7 +73,7 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
                 from helpers.core.models import prepare_bundled_gpt
 
                 prepare_bundled_gpt()
-            result = pool.grade(autograder, nbformat.writes(notebook), DEFAULT_LIMITS)
+            result, _ = pool.grade(autograder, nbformat.writes(notebook), DEFAULT_LIMITS)
         result.update(assignment=autograder.name, autograder_sha256=autograder.sha256,
                       limits=limits_record(DEFAULT_LIMITS), graded_at=now())
         output = gradescope_results(result, time.perf_counter() - started)

@@ -46,10 +46,12 @@ NOTEBOOK_FILE = "submission.ipynb"
 JOB_FILE = "job.json"
 
 
-def job(notebook_name: str, return_notebook: bool, caps: dict) -> dict:
-    """``job.json``: the name otter's init cell expects, whether to send the executed notebook, and
-    the caps on what the runner sends (``autograder.limits.runner_caps()``)."""
-    return {"notebook_name": notebook_name, "return_notebook": return_notebook, "caps": caps}
+def job(notebook_name: str, return_notebook: bool, caps: dict, tests_follow: bool = False) -> dict:
+    """``job.json``: the name otter's init cell expects, whether to send the executed notebook (and
+    whether tests follow it, which caps it tighter), and the caps on what the runner sends
+    (``autograder.limits.runner_caps()``)."""
+    return {"notebook_name": notebook_name, "return_notebook": return_notebook, "tests_follow": tests_follow,
+            "caps": caps}
 
 
 #: A public-check cell, whole: ``grader.check("q1_softmax")`` (group 1: the question). The runner

@@ -134,10 +134,10 @@ class Runner:
                                            "evalue": short(output.get("evalue", ""))}
                             break
             if self.job.get("return_notebook"):
-                text = nbformat.writes(nb)
-                if len(text) > self.job["caps"]["notebook_chars"]:
-                    text = None
-                self.send({"event": NOTEBOOK, "text": text})
+                text, caps = nbformat.writes(nb), self.job["caps"]
+                too_large = (len(json.dumps(text)) > caps["graded_notebook_bytes"] if self.job.get("tests_follow")
+                             else len(text) > caps["notebook_chars"])
+                self.send({"event": NOTEBOOK, "text": None if too_large else text})
             self.send({"event": CELLS_DONE, "first_error": first_error, "kernel_died": died})
             request = sys.stdin.readline()
             files = json.loads(request) if request.strip() else []

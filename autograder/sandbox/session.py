@@ -59,6 +59,17 @@ def runner_library(folder: Path) -> Path:
     return lib
 
 
+def executed_notebook(run: SandboxRun) -> str | None:
+    """The executed notebook's text the runner sent, if it came before the cells-done event: only
+    then had no test entered the sandbox (a later one could hold a hidden test's text)."""
+    for message in run.messages:
+        if message.get("event") == CELLS_DONE:
+            return None
+        if message.get("event") == NOTEBOOK and isinstance(message.get("text"), str):
+            return message["text"]
+    return None
+
+
 class SandboxPool:
     """It finds a temp folder the sandbox's user can reach whatever ``TMPDIR`` is, starts the seal
     (bubblewrap, else POSIX separation as root; a root grader's runs each get a fresh uid), and
@@ -126,20 +137,22 @@ class SandboxPool:
                 self._autograders[zip_path] = Autograder.load(zip_path, folder)
             return self._autograders[zip_path]
 
-    def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> dict:
-        """Grade one submission (its notebook's text); always returns a result dict."""
-        run = self._run(autograder, notebook_text, limits, tests=autograder.sources, return_notebook=False)
-        return {**verdict(run, autograder, limits), "sandbox": self.description}
+    def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *,
+              keep_notebook: bool = False) -> tuple[dict, str | None]:
+        """Grade one submission (its notebook's text): (a result dict, always; with ``keep_notebook``,
+        the executed notebook's text, as it was before the tests went in, or None)."""
+        run = self._run(autograder, notebook_text, limits, tests=autograder.sources, return_notebook=keep_notebook)
+        return {**verdict(run, autograder, limits), "sandbox": self.description}, executed_notebook(run)
 
     def execute(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits) -> tuple[str | None, str]:
         """Run a notebook's cells as grading does, without tests: (the executed notebook's text or
         None, what went wrong if anything)."""
         run = self._run(autograder, notebook_text, limits, tests=[], return_notebook=True)
-        text = next((m.get("text") for m in run.messages if m.get("event") == NOTEBOOK), None)
+        text = executed_notebook(run)
         _, problem = run_status(run, limits)
         if text is None and not problem:
             problem = f"the sandbox did not send the executed notebook back (larger than {RUNNER_CAPS.notebook_chars >> 20} MiB?)"
-        return (text if isinstance(text, str) else None), problem
+        return text, problem
 
     def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
              return_notebook: bool) -> SandboxRun:
@@ -147,7 +160,8 @@ class SandboxPool:
         submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
         try:
             (submission / NOTEBOOK_FILE).write_text(notebook_text, encoding="utf-8")
-            (submission / JOB_FILE).write_text(json.dumps(protocol.job(autograder.notebook_name, return_notebook, runner_caps())))
+            (submission / JOB_FILE).write_text(json.dumps(protocol.job(autograder.notebook_name, return_notebook, runner_caps(),
+                                                                      tests_follow=bool(tests))))
             with self.seal.lease() as uid:  # a fresh uid: nothing of an earlier run is left under it
                 self.seal.grant(submission, uid)  # this run's uid reads it; the others do not
                 argv, binds, env = self._command(autograder, submission, return_notebook)

@@ -158,6 +158,7 @@ def test_unreadable_submissions_get_a_notice_page_and_a_log_line(made):
     log = (out / "pdf-log.txt").read_text()
     assert "broken.ipynb: NOT RENDERED: not a readable Jupyter notebook" in log
     assert "empty.zip: NOT RENDERED: the zip holds 0 notebooks" in log
+    assert "alice.ipynb" not in log and "bob.ipynb" not in log  # rendered whole, from outputs they had or got: no line
     # two assignments are present and the files' folder names none: their notices go to unassigned.pdf
     marks = outline(out / "unassigned.pdf")
     assert [title for title, _, _ in marks] == ["broken.ipynb (not rendered)", "empty.zip (not rendered)"]
@@ -292,3 +293,49 @@ def test_a_pathological_answer_is_set_within_the_budget_and_keeps_its_text(layou
     for piece in ("WORDSTART", word[:200], word[-200:], "WORDEND", "注意力机制", "100%of$5&#1", "PATHOLOGICALEND"):
         assert piece in text, piece
     assert rendered.pages >= 1
+
+
+def test_a_graded_folder_lends_its_executed_notebooks_and_nothing_runs_again(layout, submissions, tmp_path, monkeypatch):
+    """`course grade` keeps a notebook saved without outputs as its sealed run executed it; `course
+    pdf --graded` takes those outputs and starts no sandbox. A notebook saved with outputs keeps its own."""
+    from autograder.grade.grader import Grader, Limits
+    from autograder.grade.results import ResultsFolder
+
+    folder = tmp_path / "class"
+    folder.mkdir()
+    bob = nbformat.read(submissions[0] / "samples" / "complete.ipynb", as_version=4)
+    for i, cell in enumerate(c for c in bob.cells if "otter_answer_cell" in c.metadata.get("tags", [])):
+        cell.source = f"My answer BOB-ANSWER-{i} is this."
+    nbformat.write(bob, folder / "bob.ipynb")
+    nbformat.write(answered(layout, "kernel_attention", "ALICE"), folder / "alice.ipynb")
+    results = tmp_path / "results"
+    rows = {r["submission"]: r for r in Grader(layout, folder, results, Limits(), jobs=2).run(log=lambda *_: None)}
+    assert rows["bob.ipynb"]["status"] == "ok" and rows["bob.ipynb"]["total"] == rows["bob.ipynb"]["possible"]
+    kept = ResultsFolder(results)
+    assert kept.executed_of("bob.ipynb").is_file() and not kept.executed_of("alice.ipynb").exists()
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("course pdf ran a notebook the grading run had executed")
+
+    monkeypatch.setattr(PdfMaker, "executed", no_run)
+    maker = PdfMaker(layout, folder, tmp_path / "pdfs", jobs=2, graded=results)
+    records = {r["submission"]: r for r in maker.run(log=lambda *_: None)}
+    bob_record = records["bob.ipynb"]
+    assert bob_record["status"] == "ok" and bob_record["from_grading_run"] is True, bob_record
+    text = text_of(tmp_path / "pdfs" / bob_record["pdf"])
+    assert "come from its sealed grading run" in text and "BOB-ANSWER-0" in text
+    assert "timing: 3 steps in" in text and images(tmp_path / "pdfs" / bob_record["pdf"]) >= 4  # the run's printouts and plots
+    assert "ALICE-PRINTED" in text_of(tmp_path / "pdfs" / records["alice.ipynb"]["pdf"])  # her own outputs
+    assert maker.from_grading_run({"submission": "bob.ipynb", "sha256": "0" * 64}) is None  # changed since: not taken
+
+
+def test_answers_are_set_apart_and_a_blank_one_says_no_answer(layout, tmp_path):
+    from helpers.core.pdf.questions import PLACEHOLDER
+
+    nb = answered(layout, "kernel_attention", "DAN", extra={1: f"_{PLACEHOLDER}_", 2: "   "})
+    rendered = render_pdf(nb, tmp_path / "dan.pdf", title="dan.ipynb", lines=[])
+    text = text_of(tmp_path / "dan.pdf")
+    questions = manual_questions(nb)
+    assert text.count("Answer\n") >= len(questions)  # each answer under its own label
+    assert "DAN-ANSWER-0" in text and text.count("No answer.") == 2 and PLACEHOLDER not in text
+    assert rendered.pages >= 1 and "DAN-PRINTED" in text_of(tmp_path / "dan.pdf", 0)  # the plot's question starts on page 1

@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 
 from .latex import MAIN_FONTS, _fallbacks, _font_chars, escape, verbatim
-from .questions import Question, _students
+from .questions import Question, _students, unanswered
 
 __all__: list[str] = []
 
@@ -41,6 +41,18 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \setlength{\emergencystretch}{3em}
 \newcommand{\questiongap}{\par\bigskip\needspace{12\baselineskip}}
 \newcommand{\questionheading}[1]{{\large\bfseries\raggedright #1\par}\nobreak\medskip}
+%% the student's answer, set apart from the prompt by a label and two rules
+\definecolor{answer}{RGB}{31,79,140}
+\newcommand{\answerstart}{\par\smallskip\noindent{\color{answer}\rule{\linewidth}{0.6pt}}\par\nobreak
+  {\small\bfseries\color{answer}Answer\par}\nobreak\smallskip}
+\newcommand{\answerend}{\par\noindent{\color{answer}\rule{\linewidth}{0.6pt}}\par\medskip}
+%% a picture as large as it may be (0.42 of a page), or smaller to fit the rest of this page when
+%% at least a fifth of it is left, rather than leave the page nearly empty
+\newlength{\roomleft}
+\newcommand{\fitgraphic}[1]{\par\setlength{\roomleft}{\dimexpr\pagegoal-\pagetotal-3\baselineskip\relax}%%
+  \ifdim\roomleft<0.2\textheight\setlength{\roomleft}{0.42\textheight}\fi
+  \ifdim\roomleft>0.42\textheight\setlength{\roomleft}{0.42\textheight}\fi
+  \begin{center}\includegraphics[width=0.92\linewidth,height=\roomleft]{#1}\end{center}}
 \setkeys{Gin}{keepaspectratio}
 \fvset{frame=leftline,rulecolor=\color{gray!40},framesep=2mm}
 \raggedbottom
@@ -74,8 +86,7 @@ def _image(output: dict, folder: Path, stem: str) -> tuple[str | None, str | Non
             return None, "a picture in this output could not be read"
         path = folder / f"{stem}{suffix}"
         path.write_bytes(payload)
-        return (f"\\begin{{center}}\\includegraphics[width=0.92\\linewidth,height=0.42\\textheight]"
-                f"{{{path.name}}}\\end{{center}}\n"), None
+        return f"\\fitgraphic{{{path.name}}}\n", None
     return None, None
 
 
@@ -116,9 +127,15 @@ def _question_latex(question: Question, markdown: dict[int, str], folder: Path, 
     shown = "".join(_outputs(cell, folder, f"q{number}-above{index}") for index, cell in enumerate(question.context))
     if shown:
         parts.append("{\\footnotesize\\itshape What the cells above the question showed:\\par}\n" + shown)
+    answering = False  # inside the student's cells: between \answerstart and \answerend
     for index, cell in enumerate(question.cells):
         source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
-        if cell.cell_type == "markdown":
+        if _students(cell) != answering:
+            answering = not answering
+            parts.append("\\answerstart\n" if answering else "\\answerend\n")
+        if answering and cell.cell_type == "markdown" and unanswered(source):
+            parts.append("\\emph{No answer.}\n\n")
+        elif cell.cell_type == "markdown":
             if (plain and _students(cell)) or id(cell) not in markdown:
                 parts.append(verbatim(source, r"\small", whole_lines=True))
             else:
@@ -127,6 +144,8 @@ def _question_latex(question: Question, markdown: dict[int, str], folder: Path, 
             if source.strip():
                 parts.append(verbatim(source, r"\footnotesize"))
             parts.append(_outputs(cell, folder, f"q{number}-c{index}"))
+    if answering:
+        parts.append("\\answerend\n")
     return "".join(parts)
 
 

@@ -11,6 +11,13 @@ __all__ = ["Question", "manual_questions"]
 
 
 BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"
+#: What otter puts in a written answer's cell for the student to replace.
+PLACEHOLDER = "Type your answer here, replacing this text."
+
+
+def unanswered(source: str) -> bool:
+    """A written answer left empty or as otter's placeholder."""
+    return source.strip().strip("_*").strip() in ("", PLACEHOLDER)
 
 
 @dataclass

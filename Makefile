@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # (never let pip build llama-cpp-python): requirements-no-deps.txt.
 NO_DEPS := requirements-no-deps.txt
 
-.PHONY: install demo test test-fast build check bench docs clean
+.PHONY: install demo test test-fast test-release build check bench docs clean
 
 install: $(STAMP)
 
@@ -28,7 +28,13 @@ test: install
 # Every test that neither builds an assignment nor grades a batch: for iterating on one module
 # (target: under 5 minutes; the README gives the figure measured last).
 test-fast: install
-	COURSE_SETTING=grading $(BIN)/python -m pytest -m "not batch"
+	COURSE_SETTING=grading $(BIN)/python -m pytest -m "not batch and not release"
+
+# What students receive, as they use it: the release installed alone into a fresh environment by its
+# README's commands, each notebook run in JupyterLab in headless Chromium and its export graded
+# (about 20 minutes; needs chromium and chromium-driver).
+test-release: install
+	COURSE_SETTING=grading $(BIN)/python -m pytest -m release
 
 build: install
 	$(BIN)/course build

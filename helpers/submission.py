@@ -69,14 +69,15 @@ def unsaved_run(nb_path: str | Path, shell=None, just_saved: bool = False) -> st
 
 
 #: Pressed by the export cell's output, once: the save button of the notebook that shows it
-#: (JupyterLab and Notebook 7 render trusted JavaScript with ``element``, the output's node). A
-#: copy of the output opened later does nothing.
+#: (JupyterLab and Notebook 7 run trusted JavaScript with ``element``, the output's node, which is
+#: put on the page just after: the script waits for it). A copy of the output opened later does nothing.
 _SAVE_SCRIPT = """
-if (Date.now() < %(until_ms)d) {
-  var panel = element.closest('.jp-NotebookPanel');
+(function press(tries) {
+  if (Date.now() > %(until_ms)d) { return; }
+  var panel = element.isConnected && element.closest('.jp-NotebookPanel');
   var save = panel && panel.querySelector('[data-command="docmanager:save"]');
-  if (save) { save.click(); }
-}
+  if (save) { save.click(); } else if (tries > 0) { setTimeout(function () { press(tries - 1); }, 100); }
+})(50);
 """
 #: How long the export waits for JupyterLab's save to reach the file.
 SAVE_WAIT_SECONDS = 10.0

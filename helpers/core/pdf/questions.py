@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Question", "manual_questions"]
+__all__ = ["PLACEHOLDER", "Question", "manual_questions", "unanswered"]
 
 
 BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"

@@ -330,7 +330,7 @@ def test_a_graded_folder_lends_its_executed_notebooks_and_nothing_runs_again(lay
 
 
 def test_answers_are_set_apart_and_a_blank_one_says_no_answer(layout, tmp_path):
-    from helpers.core.pdf.questions import PLACEHOLDER
+    from helpers.core.pdf import PLACEHOLDER
 
     nb = answered(layout, "kernel_attention", "DAN", extra={1: f"_{PLACEHOLDER}_", 2: "   "})
     rendered = render_pdf(nb, tmp_path / "dan.pdf", title="dan.ipynb", lines=[])

@@ -20,8 +20,8 @@ time budget and writes the PDF. Every public name is importable from ``helpers.c
 """
 
 from .questions import BEGIN, END  # noqa: F401 (the student notebook's question markers, which the gradebook reads)
-from .questions import Question, manual_questions
+from .questions import PLACEHOLDER, Question, manual_questions, unanswered
 from .render import ALONE_SECONDS, TYPESET_SECONDS, LatexMissing, RenderedPdf, latex_missing, render_notice, render_pdf
 
-__all__ = ["LatexMissing", "Question", "RenderedPdf", "manual_questions", "render_pdf", "render_notice", "latex_missing",
+__all__ = ["LatexMissing", "PLACEHOLDER", "Question", "RenderedPdf", "manual_questions", "unanswered", "render_pdf", "render_notice", "latex_missing",
            "TYPESET_SECONDS", "ALONE_SECONDS"]  # the time bounds, which the tests quote

@@ -32,7 +32,7 @@ test-fast: install
 
 # What students receive, as they use it: the release installed alone into a fresh environment by its
 # README's commands, each notebook run in JupyterLab in headless Chromium and its export graded
-# (about 20 minutes; needs chromium and chromium-driver).
+# (needs chromium and chromium-driver).
 test-release: install
 	COURSE_SETTING=grading $(BIN)/python -m pytest -m release
 

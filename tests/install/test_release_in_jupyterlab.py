@@ -5,8 +5,8 @@ in, Run All Cells in the quick setting, the last cell's export. A written answer
 last save; the zip must hold the edit (the export saves first), no cell may end in an error or a
 failed public check, and `course grade` must give the zip full marks.
 
-About 20 minutes (the install, seven builds, seven notebooks): its own lane, `make test-release`
-(marker ``release``), left out of `make test`."""
+The install, seven builds and seven notebooks take long: its own lane, `make test-release` (marker
+``release``), left out of `make test`."""
 
 import os
 import shutil

@@ -46,10 +46,11 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \newcommand{\answerstart}{\par\smallskip\noindent{\color{answer}\rule{\linewidth}{0.6pt}}\par\nobreak
   {\small\bfseries\color{answer}Answer\par}\nobreak\smallskip}
 \newcommand{\answerend}{\par\noindent{\color{answer}\rule{\linewidth}{0.6pt}}\par\medskip}
-%% a picture as large as it may be (0.42 of a page), or smaller to fit the rest of this page when
-%% at least a fifth of it is left, rather than leave the page nearly empty
+%% a picture as large as it may be (0.42 of a page), or smaller to fit the rest of this page, with
+%% room left for a short answer below it, when at least a fifth of it is left, rather than leave the
+%% page nearly empty
 \newlength{\roomleft}
-\newcommand{\fitgraphic}[1]{\par\setlength{\roomleft}{\dimexpr\pagegoal-\pagetotal-3\baselineskip\relax}%%
+\newcommand{\fitgraphic}[1]{\par\setlength{\roomleft}{\dimexpr\pagegoal-\pagetotal-8\baselineskip\relax}%%
   \ifdim\roomleft<0.2\textheight\setlength{\roomleft}{0.42\textheight}\fi
   \ifdim\roomleft>0.42\textheight\setlength{\roomleft}{0.42\textheight}\fi
   \begin{center}\includegraphics[width=0.92\linewidth,height=\roomleft]{#1}\end{center}}

@@ -57,6 +57,9 @@ class Grader:
     threads: int | None = None  # torch/OpenMP threads per submission (default: the cores shared among jobs)
     sandbox_mode: str | None = None  # auto, bubblewrap or posix (default: $COURSE_SANDBOX, else auto)
     roster: Path | None = None  # a CSV telling whose each upload is (the gradebook's student column)
+    # a notebook saved without outputs kept as its run executed it, for `course pdf --graded`
+    # (about a second more per such submission; the suite's batches, which make no PDFs, turn it off)
+    keep_executed: bool = True
     _prepared: set = field(default_factory=set, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -104,7 +107,7 @@ class Grader:
                 pool = sandboxes.get()
                 autograder = self.loaded(zip_path, pool)
                 row.update(assignment=slug, autograder_sha256=autograder.sha256)
-                keep = not has_outputs(nb)  # saved without outputs: course pdf takes this run's
+                keep = self.keep_executed and not has_outputs(nb)  # course pdf then takes this run's outputs
                 result, executed = pool.grade(autograder, nbformat.writes(nb), self.limits, keep_notebook=keep)
                 row.update(result)
                 if executed is not None:

@@ -48,9 +48,10 @@ def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
                 path.rename(target)
                 moved.append((path, target))
         quiet = lambda *args: None  # noqa: E731
-        rows = Grader(layout, folder, out, limits, jobs=2).run(log=quiet)
+        # the batches make no PDFs: no executed notebook is kept (tests/pdf checks keeping)
+        rows = Grader(layout, folder, out, limits, jobs=2, keep_executed=False).run(log=quiet)
         rows += Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=2,
-                       threads=REFERENCE_THREADS).run(log=quiet)
+                       threads=REFERENCE_THREADS, keep_executed=False).run(log=quiet)
     finally:
         for path, target in moved:
             target.rename(path)

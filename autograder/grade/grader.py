@@ -111,13 +111,13 @@ class Grader:
                 result, executed = pool.grade(autograder, nbformat.writes(nb), self.limits, keep_notebook=keep)
                 row.update(result)
                 if executed is not None:
-                    self.keep_executed(row, executed)
+                    self.save_executed(row, executed)
         row["seconds"] = round(time.perf_counter() - started, 2)
         row["sealed"] = not self.unsafe
         row["limits"], row["graded_at"] = limits_record(self.limits), now()
         return row
 
-    def keep_executed(self, row: Row, text: str) -> None:
+    def save_executed(self, row: Row, text: str) -> None:
         """Keep the notebook as its grading run executed it (sent before the tests went in), marked
         with the submission's hash, for ``course pdf --graded``; one that does not parse is dropped."""
         try:

@@ -3,8 +3,8 @@
 A notebook saved without outputs (the student never saved after running it) takes the outputs of
 its sealed grading run when ``--graded`` names the ``course grade`` results folder that kept them;
 else it is executed first, sealed in the grading sandbox as ``course grade`` runs it, in the grading
-setting. Its first page says which. One PDF per submission (``OUT/<assignment>/<submission>.pdf``) and one merged file per
-assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
+setting. Its first page says which. One PDF per submission (``OUT/<assignment>/<submission>.pdf``)
+and one merged file per assignment (``OUT/<assignment>.pdf``) with a bookmark per submission and, under it, per question.
 Submissions are found, resumed and worked through as ``course grade`` does it (:class:`autograder.grade.batch.Batch`). One that cannot be rendered at all (not a
 notebook, no notebook in the zip, not an assignment of this course) gets a notice page in the
 merged file and a line in ``OUT/pdf-log.txt``; the others go on. A rerun reuses every PDF whose
@@ -114,7 +114,7 @@ class PdfMaker:
                          "(grading setting), not from the student's own run.")
             record.update(executed=True, from_grading_run=True,
                           message="saved without outputs; the outputs of its grading run")
-        elif not has_outputs(nb):
+        elif not has_outputs(nb):  # and no grading run kept it: run it here
             ran, problem = self.executed(slug, nb, sandboxes) if self.execute else (None, "not asked to (--no-execute)")
             if ran is not None:
                 nb = ran

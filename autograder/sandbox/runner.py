@@ -29,7 +29,7 @@ try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.
 except ImportError:  # imported from the package (by the tests)
     from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, JOB_FILE,
                                              NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
-                                     SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
+                                             SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
 ASSETS = Path(os.environ.get(ASSETS_ENV, SANDBOX_ASSETS))

@@ -48,9 +48,9 @@ from autograder.limits import GROUP_TASK_SLACK, LAUNCHER_PROCESSES, MAX_FILES, T
 from autograder.sandbox.cgroups import CgroupHome, RunGroup, find_home
 from autograder.sandbox.holdings import Meter, alive, descendants
 from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
-from autograder.templates import render
 from autograder.sandbox.streams import Drain, Lines, Replies
 from autograder.sandbox.uids import UidPool, writable_places
+from autograder.templates import render
 
 POLL_SECONDS = 0.1
 #: Every this many polls the watch reads the exact memory and finds every process of the run anew;

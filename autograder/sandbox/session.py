@@ -49,7 +49,8 @@ def runner_library(folder: Path) -> Path:
     for source, name in ((RUNNER, RUNNER_FILE), (Path(protocol.__file__), PROTOCOL_FILE),
                          (Path(contract.__file__), CONTRACT_FILE)):
         shutil.copyfile(source, lib / name)
-    # what ``import otter`` gives the notebook: its grader object does nothing while grading
+    # what ``import otter`` gives the notebook: its grader object does nothing while grading (the
+    # grader runs the tests itself, as otter's grading mode does; the real otter costs a second to import)
     (lib / "otter" / "__init__.py").write_text(render("otter_stand_in.py.tmpl"))
     (lib / TEST_DRIVER_FILE).write_text(render("test_driver.py.tmpl", golden_mode_env=contract.GOLDEN_MODE_ENV,
                                                golden_outbox_env=contract.GOLDEN_OUTBOX_ENV))

@@ -19,6 +19,7 @@ from autograder.build.assign import build
 from autograder.build.release import make_release
 from autograder.grade.grader import Grader, Limits
 from autograder.samples import write_samples
+from helpers.core.pdf import PLACEHOLDER
 from tests.support.jupyterlab import (cells_in_page, federated_extensions, headless_chromium, install_release,
                                       jupyterlab, open_notebook, run_all, set_cell_source, wait_until_run)
 from tests.support.student_run import _path_without_latex
@@ -29,7 +30,6 @@ SLUGS = ("karate_gnn", "kernel_attention", "autoencoders", "attention_foundation
          "summarization", "pretraining")
 #: The longest a notebook may take in the quick setting here, with its models converted on first use.
 RUN_SECONDS = 900
-WRITTEN_ANSWER = "_Type your answer here, replacing this text._"
 
 
 def _browser_or_fail():
@@ -86,7 +86,7 @@ def test_a_solved_notebook_runs_in_jupyterlab_and_its_export_grades_full_marks(l
     driver, base, token = lab
     notebook = folder / "notebooks" / slug / f"{slug}.ipynb"
     open_notebook(driver, base, token, notebook.relative_to(folder).as_posix())
-    answer = next(i for i, cell in enumerate(cells_in_page(driver)) if WRITTEN_ANSWER in "".join(cell["source"]))
+    answer = next(i for i, cell in enumerate(cells_in_page(driver)) if PLACEHOLDER in "".join(cell["source"]))
     edited = f"Edited after the last save, never saved by hand ({slug})."
     set_cell_source(driver, answer, edited)
     run_all(driver)

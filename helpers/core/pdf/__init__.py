@@ -23,5 +23,6 @@ from .questions import BEGIN, END  # noqa: F401 (the student notebook's question
 from .questions import PLACEHOLDER, Question, manual_questions, unanswered
 from .render import ALONE_SECONDS, TYPESET_SECONDS, LatexMissing, RenderedPdf, latex_missing, render_notice, render_pdf
 
-__all__ = ["LatexMissing", "PLACEHOLDER", "Question", "RenderedPdf", "manual_questions", "unanswered", "render_pdf", "render_notice", "latex_missing",
+__all__ = ["LatexMissing", "PLACEHOLDER", "Question", "RenderedPdf", "manual_questions", "unanswered", "render_pdf",
+           "render_notice", "latex_missing",
            "TYPESET_SECONDS", "ALONE_SECONDS"]  # the time bounds, which the tests quote

@@ -115,6 +115,7 @@ class Runner:
         notebook = self.prepare()
         nb = nbformat.read(notebook, as_version=4)
         client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=None, config=private_kernel_ports(),
+                                shutdown_kernel="immediate",
                                 resources={"metadata": {"path": str(notebook.parent)}})
         first_error, died = None, None
         with client.setup_kernel():

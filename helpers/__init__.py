@@ -5,7 +5,7 @@ It holds what students should not have to write; it never holds a solution.
 
 # First, before anything loads torch: how its threads share the CPU (see helpers.cpu).
 from .cpu import threading_policy  # noqa: I001
-from .core.golden import GoldenMismatch, expect, expect_between
+from .core.golden import GoldenMismatch, expect, expect_arguments_unchanged, expect_between
 from .plots import plot_attention
 from .progress import progress
 from .runtime import budget, fast_mode, get_device, seed_everything, setting, use_setting
@@ -24,6 +24,7 @@ __all__ = [
     "fast_mode",
     "expect",
     "expect_between",
+    "expect_arguments_unchanged",
     "GoldenMismatch",
     "plot_attention",
     "progress",

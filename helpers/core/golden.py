@@ -68,6 +68,7 @@ from .measures import MEASURES, bounds as _bounds, check_call, decode as _decode
 __all__ = [
     "expect",
     "expect_between",
+    "expect_arguments_unchanged",
     "MEASURES",
     "use_golden",
     "golden_blob",
@@ -279,6 +280,51 @@ def expect_between(key: str, value: Any, *, low: float | None = None, high: floa
     if golden and _mode() == "record":
         reference = value  # the reference solution's own output (only in record mode: never in the kernel)
     _dispatch(key, value, check, several=several, reference=reference, where=where, params=params)
+
+
+def expect_arguments_unchanged(key: str, function, *args, **kwargs) -> Any:
+    """Call ``function(*args, **kwargs)``, check that the call left its arguments as it found them,
+    and return what it returned.
+
+    The course's rule: a graded function computes new tensors and changes none it is given (no
+    ``x += ...``, ``x[...] = ...`` or ``x.add_(...)`` on an argument) unless its text says so. Every
+    tensor or array among the arguments, also inside tuples, lists and dicts, is copied before the
+    call; the copies and the arguments after it go to the judge, which counts the entries that
+    differ (``measure="mismatches"``, at most 0). Models and other objects are not compared: a
+    training function changes its model's weights by design. Example::
+
+        out = expect_arguments_unchanged("softmax/arguments_changed_by_the_call", softmax_attention, Q, K, V)
+    """
+    before = _arguments_flat(args, kwargs)
+    if before is None:
+        raise TypeError(f"{key}: none of the arguments is a tensor or an array, so there is nothing to compare")
+    result = function(*args, **kwargs)
+    expect_between(key, (before, _arguments_flat(args, kwargs)), measure="mismatches", high=0)
+    return result
+
+
+def _arguments_flat(args: tuple, kwargs: dict) -> np.ndarray | None:
+    """Every tensor and array among ``args`` and ``kwargs`` (nested in tuples, lists, dicts), as
+    one flat float64 copy in a fixed order; None when there is none."""
+    found: list[np.ndarray] = []
+
+    def visit(value) -> None:
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for name in sorted(value, key=str):
+                visit(value[name])
+        elif hasattr(value, "detach"):  # a torch tensor, on any device, of any dtype
+            found.append(value.detach().to("cpu").double().numpy().ravel().copy())
+        elif isinstance(value, np.ndarray):
+            found.append(value.astype(np.float64).ravel())  # astype copies
+
+    visit((args, kwargs))
+    if not found:
+        return None
+    # the judge takes finite numbers only: a -inf mask entry is sent as a number no finite entry is
+    return np.nan_to_num(np.concatenate(found), nan=1.5e308, posinf=1.7e308, neginf=-1.7e308)
 
 
 def _mode() -> str:

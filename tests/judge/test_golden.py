@@ -485,3 +485,38 @@ def test_golden_references_and_the_graders_own_toy_model(golden_file, monkeypatc
     assert re.fullmatch(r"the tokens that break the rules are [4-9], must be at most 0", judge(stored["demo/top_1"], encode(wrong)))
     with pytest.raises(ValueError, match="golden=True takes one array and no reference"):
         expect_between("k", tokens, measure="eos_mismatches", golden=True, reference=tokens, params={"eos": 4}, high=0)
+
+
+def test_arguments_changed_by_a_call_are_caught_in_every_mode(golden_file, monkeypatch, tmp_path):
+    from helpers.golden import expect_arguments_unchanged
+
+    def adds_a_new_tensor(x, extra):
+        return x + extra["bias"]
+
+    def adds_in_place(x, extra):
+        x += extra["bias"]  # the caller's x changes
+        return x
+
+    def make():  # a -inf mask entry, and a numpy array inside a dict: all are compared
+        return torch.tensor([[1.0, float("-inf")], [2.0, 3.0]]), {"bias": torch.ones(2, 2), "table": np.arange(3.0)}
+
+    def test_reference():
+        x, extra = make()
+        out = expect_arguments_unchanged("calls/arguments_changed_by_the_call", adds_a_new_tensor, x, extra)
+        assert torch.equal(out, adds_a_new_tensor(*make()))  # what the call returned is handed back
+
+    record(monkeypatch, test_reference)
+    assert json.loads(golden_file.read_text())["values"]["calls/arguments_changed_by_the_call"]["measure"] == "mismatches"
+    test_reference()  # compare mode: the same correct function passes
+    with pytest.raises(GoldenMismatch, match="entries that differ are 3"):  # the -inf entry stays -inf
+        expect_arguments_unchanged("calls/arguments_changed_by_the_call", adds_in_place, *make())
+    # sealed grading: both copies are collected and judged outside, where the count is made
+    outbox = tmp_path / "outbox.jsonl"
+    monkeypatch.setenv(golden.MODE_ENV, "collect")
+    monkeypatch.setenv(golden.OUTBOX_ENV, str(outbox))
+    expect_arguments_unchanged("calls/arguments_changed_by_the_call", adds_in_place, *make())
+    collected = json.loads(outbox.read_text().splitlines()[-1])
+    spec = json.loads(golden_file.read_text())["values"]["calls/arguments_changed_by_the_call"]
+    assert "entries that differ are 3" in judge(spec, collected["value"])
+    with pytest.raises(TypeError, match="none of the arguments is a tensor"):
+        expect_arguments_unchanged("calls/nothing", len, "text")

@@ -40,7 +40,10 @@ def master_notebook(slug: str) -> nbformat.NotebookNode:
              "generate: true\ntests:\n  files: false\n  ok_format: false\nautograder_files:\n  - golden_values.json\n"
              "  - helpers\n"),
         md(f"# {slug.replace('_', ' ').capitalize()}\n\nWhat this assignment builds, and why. Each part says what "
-           "is built and why, then has a TODO cell, then a check you can run."),
+           "is built and why, then has a TODO cell, then a check you can run.\n\n"
+           "**Inputs stay as they are.** A graded function returns new tensors and changes none of the tensors it "
+           "is given (no `x += ...`, `x[...] = ...` or `x.add_(...)` on an argument) unless its own text says "
+           "otherwise; a hidden test checks this for every graded function that takes a tensor."),
         md("## Setup"),
         code("import torch\n\n"
              f"from helpers import export_submission, seed_everything, use_setting\n"
@@ -67,10 +70,12 @@ def master_notebook(slug: str) -> nbformat.NotebookNode:
              '    assert torch.isfinite(y).all(), "large scores overflowed: subtract each row\'s maximum first"\n'
              '    assert torch.allclose(y.sum(-1), torch.ones(2)), "each row must sum to 1 (over the last dimension)"\n'),
         code('""" # BEGIN TEST CONFIG\npoints: 2\nhidden: true\n""" # END TEST CONFIG\n'
-             "def test_softmax_rows_hidden(softmax_rows):\n    import torch\n    from helpers import expect\n"
+             "def test_softmax_rows_hidden(softmax_rows):\n    import torch\n"
+             "    from helpers import expect, expect_arguments_unchanged\n"
              "    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(1))\n"
              '    expect("softmax_rows/random", softmax_rows(x), rtol=1e-5, atol=1e-6)\n'
-             '    expect("softmax_rows/input_after_the_call", x, rtol=0, atol=1e-12)  # left unchanged\n'),
+             "    # the course's rule, stated in the introduction: a graded function leaves its arguments as they were\n"
+             '    expect_arguments_unchanged("softmax_rows/arguments_changed_by_the_call", softmax_rows, x)\n'),
         _raw("# END TESTS"),
         _raw("# END QUESTION"),
         code("print(softmax_rows(example_scores()))"),

@@ -9,7 +9,7 @@ from pathlib import Path
 from autograder.grade.row import UNFINISHED
 from autograder.report.html import bar, esc, histogram, link, message, name, num, pct, row, table
 from autograder.report.inputs import STATUSES, GradedBatch, Graded
-from autograder.report.similarity import LISTED_FROM, SMALLEST_GROUP, Pair, common_limit
+from autograder.report.similarity import LISTED_FROM, NEAR_SHARE, SMALLEST_GROUP, Pair, common_limit
 from autograder.report.stats import common_mistakes, question_stats, raising_cells, status_counts, by_test, totals
 
 #: What each status means, for the status table.
@@ -165,10 +165,11 @@ def similar(pairs: list[Pair], compared: int, graded: int, base: Path, links: di
     if groups:
         items = "".join(f"<li>{len(names)} submissions: " + ", ".join(link(links.get(n), n, base) for n in names) + "</li>"
                         for names in groups)
-        parts.append(f'<p class="why"><b>Copies of one source</b>: submissions whose own code is the same once names, '
-                     f"comments, layout and the order of lines are set aside, {SMALLEST_GROUP} or more of them (code "
-                     f'that several submissions share is left out of the pairs below, so only this shows them).</p><ul id="copies">'
-                     f"{items}</ul>")
+        parts.append(f'<p class="why"><b>Copies of one source</b>: {SMALLEST_GROUP} or more submissions whose own code '
+                     "is the same once names, comments, layout and the order of lines are set aside, or nearly the same: "
+                     f"of the lines few others wrote, each has {pct(NEAR_SHARE)} or more in the other (a few lines "
+                     "edited). Code that several submissions share is left out of the pairs below, so only this shows "
+                     f'them.</p><ul id="copies">{items}</ul>')
     if not pairs:
         return "".join(parts)
     rows = [row([str(i + 1), link(links.get(p.a.name), p.a.name, base), link(links.get(p.b.name), p.b.name, base),

@@ -262,17 +262,67 @@ def read_codes(entries: list[tuple[str, Path]], template_cells: list[str] | None
 
 #: Copies of one source are reported from this many submissions up.
 SMALLEST_GROUP = 3
+#: Two submissions are copies of one source, edited, when each has at least this share of its
+#: distinctive lines (see :func:`copy_groups`) in the other, and they share at least
+#: MIN_SHARED_LINES of them: a few lines changed, added or left out keep a copy in its group.
+NEAR_SHARE, MIN_SHARED_LINES = LISTED_FROM, 5
+#: Near copies are looked for from this many compared submissions up: in a smaller class a quarter
+#: of it is too few to tell what the class writes alike from what one source gave several.
+NEAR_FROM = 4 * SMALLEST_GROUP
+
+
+def distinctive_limit(n: int) -> int:
+    """A normal-form line found in more than this many of ``n`` submissions is too common to tie
+    submissions together: what a quarter of the class writes alike (or code every variant of one
+    worked solution keeps) is no sign of one source. At least SMALLEST_GROUP, so a group's own code
+    counts; at most 20, so that a large class compares few pairs (a leak copied unchanged by more
+    is still one group: its code is the same)."""
+    return max(SMALLEST_GROUP, min(n // 4, 20))
 
 
 def copy_groups(codes: list[Code], smallest: int = SMALLEST_GROUP) -> list[list[str]]:
-    """Groups of ``smallest`` or more submissions whose own code is the same once names, comments,
-    layout and the order of its lines are set aside (the same normal-form lines, as many times each),
-    largest first. A leaked solution copied by several students is such a group; the pairs cannot
-    show it, since code that several submissions share is left out of them as common."""
-    groups: dict[tuple, list[str]] = {}
-    for code in codes:
-        if code.forms:  # a submission without code of its own is no copy of anything
-            groups.setdefault(tuple(sorted(code.forms)), []).append(code.name)
+    """Groups of ``smallest`` or more submissions that are copies of one source, largest first. A
+    leaked solution copied by several students is such a group; the pairs cannot show it, since code
+    that several submissions share is left out of them as common. Two submissions are tied
+
+    - when their own code is the same once names, comments, layout and the order of its lines are set
+      aside (the same normal-form lines, as many times each), or
+    - when it is nearly the same: of the lines few others wrote (found in at most
+      :func:`distinctive_limit` submissions), each has NEAR_SHARE or more in the other, and at least
+      MIN_SHARED_LINES in common; looked for in a class of NEAR_FROM or more. Lines much of the
+      class shares say nothing, so honest solutions that all follow one worked example are not tied by them.
+
+    A group is every submission reached through such ties."""
+    codes = [code for code in codes if code.forms]  # a submission without code of its own copies nothing
+    seen = Counter(form for code in codes for form in set(code.forms))
+    limit = distinctive_limit(len(codes))
+    rare = [Counter(form for form in code.forms if seen[form] <= limit) for code in codes]
+    parent = list(range(len(codes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    same: dict[tuple, int] = {}
+    for i, code in enumerate(codes):
+        first = same.setdefault(tuple(sorted(code.forms)), i)
+        parent[root(i)] = root(first)
+    holders: dict[str, list[int]] = {}
+    for i, lines in enumerate(rare):
+        for form in lines:
+            holders.setdefault(form, []).append(i)
+    candidates = {(a, b) for group in holders.values() for x, a in enumerate(group) for b in group[x + 1:]}
+    if len(codes) < NEAR_FROM:
+        candidates = set()
+    for a, b in candidates:
+        shared = sum((rare[a] & rare[b]).values())
+        if shared >= MIN_SHARED_LINES and shared >= NEAR_SHARE * max(sum(rare[a].values()), sum(rare[b].values())):
+            parent[root(a)] = root(b)
+    groups: dict[int, list[str]] = {}
+    for i, code in enumerate(codes):
+        groups.setdefault(root(i), []).append(code.name)
     found = [sorted(names) for names in groups.values() if len(names) >= smallest]
     return sorted(found, key=lambda names: (-len(names), names))
 

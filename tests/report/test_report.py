@@ -26,6 +26,7 @@ from autograder.layout import Layout
 from autograder.report.compose import make_reports
 from autograder.report.html import CSP, HIST_COLOR
 from autograder.report.inputs import read_batch
+from autograder.report.similarity import NEAR_FROM
 from autograder.report.stats import normalise, by_test
 from autograder.grade.results import RUN_FILE
 from tests.support.notebook_edits import edited_functions
@@ -154,6 +155,29 @@ def test_three_copies_of_one_source_are_reported_as_a_group(tmp_path):
     copies = copies[:copies.index("</ul>")]
     assert re.findall(r"<li>(\d+) submissions", copies) == ["3"]
     assert sorted(re.findall(r"<a [^>]*>([^<]*)</a>", copies)) == sorted([student, copy, "third_copy.ipynb"])
+    assert "1 group(s) of copies" in text
+
+
+@pytest.mark.parametrize("slug", sorted(Layout(REPO).slugs()))
+def test_edited_copies_of_one_source_are_one_group_and_honest_variants_stay_apart(slug, tmp_path):
+    """Three copies of one student's notebook, the third edited (disguised, and one function the
+    student kept from the worked solution written another way): the three are one group; the
+    reference and the honest variants, which share most of their code, are in none."""
+    folder = tmp_path / "submissions"
+    student, copy = similar_batch(slug, folder)
+    for variant in variants(slug)[0]:  # more honest students, each with one function their own way
+        if len(list(folder.glob("*.ipynb"))) >= NEAR_FROM:
+            break
+        nbformat.write(with_variant(solved(slug), variant), folder / f"{variant['name']}.ipynb")
+    nb = nbformat.read(folder / student, as_version=4)
+    kept = [v for i, v in enumerate(variants(slug)[1]) if not i % 2]  # the functions the student did not rewrite
+    nb = with_variant(disguised_copy(nb, template(slug), swap_cells=False), kept[0])
+    nbformat.write(nb, folder / "edited_copy.ipynb")
+    page, _ = report_of(folder, slug, tmp_path / "results")
+    text = page.read_text(encoding="utf-8")
+    copies = text[text.index('<ul id="copies">'):]
+    copies = copies[:copies.index("</ul>")]
+    assert sorted(re.findall(r"<a [^>]*>([^<]*)</a>", copies)) == sorted([student, copy, "edited_copy.ipynb"])
     assert "1 group(s) of copies" in text
 
 

@@ -10,7 +10,10 @@ the report and the PDFs therefore show only:
   parameters of a test function (read from its source here), signal names;
 - the name of a standard exception (Python's own, or the golden judge's ``GoldenMismatch``);
 - the student's own error from their own cell, which the runner reports before any test enters
-  the sandbox, cut to a short excerpt.
+  the sandbox, cut to a short excerpt;
+- for a failed public check, the words of one of its own messages as its source (read here) writes
+  them, each value it fills in shown as "…" (:func:`public_check_wording`): text the student's
+  notebook already holds.
 
 Anything else a kernel wrote is dropped; outcomes of tests the assignment does not have are
 counted as tampering, never quoted. Spreadsheet safety of results.csv lives here too: a cell a
@@ -102,3 +105,50 @@ def spreadsheet_safe(value):
 
 __all__ = ["EXCERPT_CHARS", "KNOWN_EXCEPTIONS", "UNREADABLE_VALUE", "exception_name", "excerpt", "known_outcomes",
            "spreadsheet_safe", "parameters_by_test"]
+
+
+#: A public check's message is quoted only if its own words make up at least this many characters.
+WORDING_CHARS = 12
+
+
+def public_check_wordings(sources: list[dict], public: set[str]) -> dict[str, list[list[str | None]]]:
+    """{public test name: each message its own source writes, as literal pieces and None for every
+    value filled in}, read from the test files here. Only the function of that public test is read:
+    a test file holds hidden tests too, whose words must never be shown."""
+    found: dict[str, list[list[str | None]]] = {}
+    for test_file in sources:
+        try:
+            tree = ast.parse(test_file["source"])
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in public:
+                found[node.name] = [pieces for pieces in map(_pieces, ast.walk(node)) if pieces
+                                    and sum(len(p) for p in pieces if p) >= WORDING_CHARS]
+    return found
+
+
+def _pieces(node) -> list[str | None] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [part.value if isinstance(part, ast.Constant) else None for part in node.values]
+    return None
+
+
+def public_check_wording(error, wordings: list[list[str | None]]) -> str | None:
+    """The message of a failed public check as its source words it (every filled-in value as "…"),
+    if the error the kernel sent matches one of ``wordings``; else None. The kernel's own text is
+    never shown: only the match is taken from it. A message the runner cut short matches nothing."""
+    text = str(error)
+    if ": " in text:
+        text = text.split(": ", 1)[1]
+    best = None
+    for pieces in wordings:
+        pattern = "".join(re.escape(p) if p is not None else ".*?" for p in pieces)
+        if re.fullmatch(pattern, text, re.S) is None:
+            continue
+        shown = "".join(p if p is not None else "…" for p in pieces)
+        if best is None or len(shown) > len(best):
+            best = shown
+    return best

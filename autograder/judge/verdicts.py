@@ -17,7 +17,8 @@ from helpers.core.golden import judge
 import autograder.judge.sampling  # noqa: F401 (hands the grader's own measures to the table)
 from autograder.autograder_zip import Autograder
 from autograder.grade.row import Status, Verdict, completed
-from autograder.judge.quoting import UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test
+from autograder.judge.quoting import (UNREADABLE_VALUE, exception_name, excerpt, known_outcomes, parameters_by_test,
+                                      public_check_wording, public_check_wordings)
 from autograder.limits import MAX_DEPTH, MAX_FILES, RUNNER_CAPS, SandboxLimits, over_time
 from autograder.sandbox.protocol import CELLS_DONE, DONE, RUNNER_ERROR, TEST
 from autograder.sandbox.seal import SandboxRun
@@ -101,6 +102,8 @@ def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
     file_errors = {m["question"]: m.get("error") for m in tests
                    if not m.get("test") and isinstance(m.get("question"), str) and m["question"] in autograder.tests}
     parameters = parameters_by_test(autograder.sources)
+    wordings = public_check_wordings(autograder.sources, {case["test"] for cases in autograder.tests.values()
+                                                          for case in cases if not case["hidden"]})
     collected: dict[str, list] = {}
     for m in tests:
         for line in m.get("values") or []:
@@ -125,9 +128,12 @@ def score(autograder: Autograder, tests: list[dict]) -> tuple[dict, list[str]]:
                 problems.append(f"did not run ({why or 'the grading stopped before it'})")
             elif not outcome.get("passed"):
                 error = outcome.get("error") or "an error"
-                # the name only, for public tests too: a test file holds public and hidden tests,
-                # and a notebook can put their source into the text of any exception it raises
-                problems.append(f"raised {exception_name(error, parameters.get(case['test'], frozenset()))}")
+                # the name only: a test file holds public and hidden tests, and a notebook can put
+                # their source into the text of any exception it raises; a public check's failure
+                # adds its message as the check's own source words it (quoting.public_check_wording)
+                said = None if case["hidden"] else public_check_wording(error, wordings.get(case["test"], []))
+                problems.append(f"raised {exception_name(error, parameters.get(case['test'], frozenset()))}"
+                                + (f": {said}" if said else ""))
             if case["hidden"]:
                 for key in keys_of.get(case["test"], []):
                     got = collected.get(key, [])

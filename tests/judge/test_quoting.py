@@ -13,7 +13,8 @@ import pytest
 from autograder.autograder_zip import Autograder
 from autograder.platforms.gradescope import gradescope_results
 from autograder.judge.verdicts import run_status, verdict
-from autograder.judge.quoting import exception_name, known_outcomes, spreadsheet_safe, parameters_by_test
+from autograder.judge.quoting import (exception_name, known_outcomes, parameters_by_test, public_check_wording,
+                                      public_check_wordings, spreadsheet_safe)
 from autograder.grade.results import write_reports
 from autograder.limits import SandboxLimits
 from autograder.sandbox.seal import SandboxRun
@@ -92,6 +93,37 @@ def test_no_field_the_kernel_wrote_reaches_any_reader(tmp_path):
     assert "q1/out: the value is not a tensor, array, number or string" in cases["test_hidden"]["message"]
     assert "q1/shape: shape a 7-d shape but the reference has shape (1, 2)" in cases["test_hidden"]["message"]
     assert "raised an exception" in cases["test_hidden"]["message"]  # the missing name is not the test's parameter
+
+
+def test_a_failed_public_check_says_its_message_in_its_own_words_and_nothing_the_kernel_added():
+    sources = [{"question": "q1", "source": "@test_case(points=0)\ndef test_public(f):\n"
+                "    assert f(1).shape == (4,), f\"expected shape (4,), got {tuple(f(1).shape)}\"\n"
+                "    assert f(2) > 0, 'f must be positive for a positive input'\n\n"
+                "@test_case(points=2, hidden=True)\ndef test_hidden(f):\n"
+                f"    assert f(3) == 9, 'the hidden words {MARK} stay hidden'\n"}]
+    wordings = public_check_wordings(sources, {"test_public"})
+    assert set(wordings) == {"test_public"}  # the hidden test's strings are never read
+    # a value the check fills in is shown as "…": the kernel could have put anything there
+    assert public_check_wording(f"AssertionError: expected shape (4,), got {MARK}", wordings["test_public"]) == \
+        "expected shape (4,), got …"
+    assert public_check_wording("AssertionError: f must be positive for a positive input", wordings["test_public"]) == \
+        "f must be positive for a positive input"
+    for forged in (f"AssertionError: the hidden words {MARK} stay hidden", f"AssertionError: {HIDDEN_SOURCE}",
+                   "AssertionError: f must be positive for a positive input, and " + MARK):
+        assert public_check_wording(forged, wordings["test_public"]) is None
+    # through the verdict: the public case's message, the hidden case's name only
+    autograder = Autograder(zip_path=Path("a.zip"), name="a", sources=sources, golden={}, assets=Path("."),
+                            tests={"q1": [{"test": "test_public", "points": 0, "hidden": False},
+                                          {"test": "test_hidden", "points": 2, "hidden": True}]})
+    run = SandboxRun(messages=[
+        {"event": "cells_done", "first_error": None, "kernel_died": None},
+        {"event": "test", "question": "q1", "test": "test_public", "passed": False,
+         "error": "AssertionError: expected shape (4,), got (3,)", "values": []},
+        {"event": "test", "question": "q1", "test": "test_hidden", "passed": False,
+         "error": "AssertionError: expected shape (4,), got (3,)", "values": []}, {"event": "done"}])
+    cases = {c["test"]: c["message"] for c in verdict(run, autograder, SandboxLimits())["questions"]["q1"]["cases"]}
+    assert cases == {"test_public": "raised AssertionError: expected shape (4,), got …",
+                     "test_hidden": "raised AssertionError"}
 
 
 def test_the_graders_own_words_and_the_tests_own_parameters_are_shown():

@@ -1,8 +1,9 @@
 """``course demo``: the whole flow on sample submissions, for a newcomer to watch.
 
-Every assignment is built and three of its samples are graded with ``course grade``'s own default
-limits: the complete notebook and its export zip, which must get full marks (the demo fails loudly
-otherwise: it proves the references), and a partly done notebook whose feedback is shown. The bad
+Every assignment is built and two of its samples are graded with ``course grade``'s own default
+limits: the complete notebook, which must get full marks (the demo fails loudly otherwise: it proves
+the references), and a partly done notebook whose feedback is shown. One assignment's complete
+notebook is graded as a student's export zip too (the zip's path is the same for every assignment). The bad
 inputs a grader must survive (untouched, raising, looping, memory hog, corrupted, a zip without a
 notebook) are shown once, on the quickest assignment, with a short time limit for the loop.
 """
@@ -21,9 +22,11 @@ from autograder.report.compose import make_reports
 from autograder.samples import write_samples
 
 #: Graded for every assignment, with the default limits.
-ASSIGNMENT_SAMPLES = ("complete.ipynb", "complete_export.zip", "partial.ipynb")
+ASSIGNMENT_SAMPLES = ("complete.ipynb", "partial.ipynb")
+#: Graded for the quickest assignment only: the complete notebook as a student's export zip.
+ZIP_SAMPLE = "complete_export.zip"
 #: Must get full marks with status ok: the references, as a notebook and as a student's export.
-FULL_MARKS = ("complete.ipynb", "complete_export.zip")
+FULL_MARKS = ("complete.ipynb", ZIP_SAMPLE)
 #: Shown once: what the grader does with submissions that break.
 BAD_INPUTS = ("blank.ipynb", "raising.ipynb", "looping.ipynb", "memory_hog.ipynb", "corrupted.ipynb",
               "no_notebook.zip")
@@ -41,15 +44,16 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     log(f"== building {len(slugs)} assignments, two at a time (each executes its reference solution and records "
         "golden values)")
     build_all(layout, slugs, jobs=2, log=log)
-    for slug in slugs:
-        for name, status in write_samples(layout, slug, out / "submissions" / slug, only=ASSIGNMENT_SAMPLES).items():
-            expected[f"{slug}__{name}"] = status
     bad_slug = BAD_INPUTS_ASSIGNMENT if BAD_INPUTS_ASSIGNMENT in slugs else slugs[0]
+    for slug in slugs:
+        samples = ASSIGNMENT_SAMPLES + ((ZIP_SAMPLE,) if slug == bad_slug else ())
+        for name, status in write_samples(layout, slug, out / "submissions" / slug, only=samples).items():
+            expected[f"{slug}__{name}"] = status
     bad = write_samples(layout, bad_slug, out / "bad_inputs" / bad_slug, only=BAD_INPUTS)
     expected.update({f"{bad_slug}__{name}": status for name, status in bad.items()})
 
-    log(f"\n== grading {3 * len(slugs)} sample submissions: each assignment's complete notebook, its export zip "
-        f"and a partly done notebook (limits as `course grade`'s defaults)")
+    log(f"\n== grading {len(expected)} sample submissions: each assignment's complete notebook and a partly done "
+        f"one, and {bad_slug}'s complete notebook as a student's export zip (limits as `course grade`'s defaults)")
     rows = Grader(layout, out / "submissions", out / "results", Limits(), jobs=2, unsafe=unsafe).run(log=log)
     log("\n" + format_table(rows))
     log(f"\n== grading {len(bad)} bad inputs to {bad_slug} (untouched, raising, looping, memory hog, corrupted, a zip "
@@ -84,7 +88,7 @@ def demo(layout: Layout, out: Path | None = None, log=print, unsafe: bool = Fals
     for line in problems:
         log(f"UNEXPECTED {line}")
     if not problems:
-        log(f"Every reference scored full marks ({len(slugs)} assignments, notebook and export zip).")
+        log(f"Every reference scored full marks ({len(slugs)} assignments, and {bad_slug}'s export zip).")
     return 1 if problems else 0
 
 

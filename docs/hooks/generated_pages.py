@@ -154,6 +154,9 @@ def results_page() -> str:
               "thread counts and counts how often each claim of a reference answer held "
               "(`benchmarks/evidence.json`).", ""]
     lines += _evidence_table(json.loads((REPO / "benchmarks" / "evidence.json").read_text()))
+    parts = REPO / "benchmarks" / "submission_time.json"
+    if parts.is_file():
+        lines += ["", "## One sealed submission, part by part", ""] + _submission_table(json.loads(parts.read_text()))
     suite = REPO / "benchmarks" / "suite_times.json"
     if suite.is_file():
         lines += ["", "## The test suite", ""] + _suite_table(json.loads(suite.read_text()))
@@ -168,6 +171,22 @@ def _suite_table(record: dict) -> list[str]:
             "`benchmarks/suite_times.py`, recorded in `benchmarks/suite_times.json`). The target is 25 minutes.", "",
             "| test file | seconds | share |", "|---|---|---|"]
     rows += [f"| `{path}` | {seconds} | {seconds / max(total, 1):.0%} |" for path, seconds in list(record["files"].items())[:15]]
+    return rows
+
+
+def _submission_table(record: dict) -> list[str]:
+    """Each assignment's complete sample graded sealed, by part, beside nbclient alone and ``otter run``
+    (``benchmarks/submission_time.py --record``)."""
+    rows = [f"One submission at a time, the grading setting ({record['note'] or 'one run'}; commit {record['commit']}, "
+            f"{record['date']}; `benchmarks/submission_time.py`, recorded in `benchmarks/submission_time.json`). "
+            "The targets: sealed at most 0.35 of `otter run` on kernel_attention and 0.5 on every assignment. "
+            f"The sandbox session's start, once per grading run: {record['session_start']:.1f} s.", "",
+            "| assignment | sealed | to cells done | tests | nbclient alone | otter run | sealed / otter |",
+            "|---|---|---|---|---|---|---|"]
+    for slug, f in record["assignments"].items():
+        s = f["sealed"]
+        rows.append(f"| {slug} | {s['total']:.1f} s | {s['sandbox_to_cells_done']:.1f} s | {s['tests']:.1f} s | "
+                    f"{f['nbclient']['total']:.1f} s | {f['otter_run']:.1f} s | {f['sealed_over_otter']:.2f} |")
     return rows
 
 

@@ -305,8 +305,14 @@ def expect_arguments_unchanged(key: str, function, *args, **kwargs) -> Any:
 
 def _arguments_flat(args: tuple, kwargs: dict) -> np.ndarray | None:
     """Every tensor and array among ``args`` and ``kwargs`` (nested in tuples, lists, dicts), as
-    one flat float64 copy in a fixed order; None when there is none."""
+    one flat float64 copy in a fixed order, each preceded by its number of dimensions, its shape and
+    a code of its dtype (so that ``x.unsqueeze_(0)`` or ``x.t_()`` on a symmetric matrix, which keep
+    every value, still count); None when there is none."""
     found: list[np.ndarray] = []
+
+    def header(array_like, dtype) -> np.ndarray:
+        shape = tuple(array_like.shape)
+        return np.array([len(shape), *shape, sum(map(ord, str(dtype)))], dtype=np.float64)
 
     def visit(value) -> None:
         if isinstance(value, (tuple, list)):
@@ -316,9 +322,9 @@ def _arguments_flat(args: tuple, kwargs: dict) -> np.ndarray | None:
             for name in sorted(value, key=str):
                 visit(value[name])
         elif hasattr(value, "detach"):  # a torch tensor, on any device, of any dtype
-            found.append(value.detach().to("cpu").double().numpy().ravel().copy())
+            found.extend([header(value, value.dtype), value.detach().to("cpu").double().numpy().ravel().copy()])
         elif isinstance(value, np.ndarray):
-            found.append(value.astype(np.float64).ravel())  # astype copies
+            found.extend([header(value, value.dtype), value.astype(np.float64).ravel()])  # astype copies
 
     visit((args, kwargs))
     if not found:

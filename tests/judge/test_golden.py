@@ -518,5 +518,11 @@ def test_arguments_changed_by_a_call_are_caught_in_every_mode(golden_file, monke
     collected = json.loads(outbox.read_text().splitlines()[-1])
     spec = json.loads(golden_file.read_text())["values"]["calls/arguments_changed_by_the_call"]
     assert "entries that differ are 3" in judge(spec, collected["value"])
+    def reshapes_in_place(x, extra):  # every value kept in its order, the shape changed: caught too
+        return x.unsqueeze_(0)[0] + extra["bias"]
+
+    monkeypatch.setenv(golden.MODE_ENV, "compare")
+    with pytest.raises(GoldenMismatch, match="entries that differ"):
+        expect_arguments_unchanged("calls/arguments_changed_by_the_call", reshapes_in_place, *make())
     with pytest.raises(TypeError, match="none of the arguments is a tensor"):
         expect_arguments_unchanged("calls/nothing", len, "text")

@@ -209,6 +209,99 @@ def train_semi_supervised(model, A_hat, X, labels, train_nodes, epochs, lr, weig
         "must_lose": ["test_training_hidden_losses"],
         "must_fail_public": [],
     },
+    # ------------------------------------------------------------------ inputs changed in place
+    # Each returns the right values but changes a tensor it was given: the hidden test that holds the
+    # function's ``<area>/<function>_arguments_changed_by_the_call`` check loses, and so does its public
+    # check. (add_self_loops has one already: self_loops_in_place above.)
+    {
+        "name": "normalize_writes_self_loops_into_A",
+        "function": "normalize_adjacency",
+        "source": '''
+def normalize_adjacency(A):
+    A_loops = A.fill_diagonal_(1)  # BUG: A + I for A without self loops, but written into the caller's A
+    d_inv_sqrt = A_loops.sum(dim=1).rsqrt()
+    return d_inv_sqrt[:, None] * A_loops * d_inv_sqrt[None, :]
+''',
+        "must_lose": ["test_adjacency_hidden_normalized"],
+        "must_fail_public": ["test_adjacency_public"],
+    },
+    {
+        "name": "layer_propagates_into_X",
+        "function": "GCNLayer",
+        "source": '''
+class GCNLayer(nn.Module):
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
+        self.bias = nn.Parameter(torch.zeros(out_dim))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, A_hat, X):
+        X[:] = A_hat @ X  # BUG: the neighbours' average overwrites the caller's node features
+        return X @ self.weight + self.bias
+''',
+        "must_lose": ["test_gcn_layer_hidden_matches_pyg"],
+        "must_fail_public": ["test_gcn_layer_public"],
+    },
+    {
+        "name": "backward_transposes_the_callers_A_hat",
+        "function": "gcn_layer_backward",
+        "source": '''
+def gcn_layer_backward(A_hat, X, weight, grad_out):
+    grad_M = A_hat.t_() @ grad_out  # BUG: t_ transposes the caller's A_hat
+    return grad_M @ weight.T, X.T @ grad_M, grad_out.sum(dim=0)
+''',
+        "must_lose": ["test_backward_hidden_values"],
+        "must_fail_public": ["test_backward_public"],
+    },
+    {
+        "name": "model_propagates_into_X",
+        "function": "GCN",
+        "source": '''
+class GCN(nn.Module):
+    def __init__(self, in_dim, hidden_dims=(16, 2), num_classes=2):
+        super().__init__()
+        dims = (in_dim, *hidden_dims)
+        self.layers = nn.ModuleList(GCNLayer(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.readout = nn.Linear(hidden_dims[-1], num_classes)
+
+    def embed(self, A_hat, X):
+        first, *rest = self.layers
+        X[:] = A_hat @ X  # BUG: the first propagation overwrites the caller's node features
+        H = torch.tanh(X @ first.weight + first.bias)
+        for layer in rest:
+            H = torch.tanh(layer(A_hat, H))
+        return H
+
+    def forward(self, A_hat, X):
+        return self.readout(self.embed(A_hat, X))
+''',
+        "must_lose": ["test_model_hidden_values"],
+        "must_fail_public": ["test_model_public"],
+    },
+    {
+        "name": "training_hides_unlabelled_labels_in_place",
+        "function": "train_semi_supervised",
+        "source": '''
+def train_semi_supervised(model, A_hat, X, labels, train_nodes, epochs, lr, weight_decay=5e-4, on_epoch=None):
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    unlabelled = torch.ones(len(labels), dtype=torch.bool)
+    unlabelled[train_nodes] = False
+    labels[unlabelled] = -100  # BUG: cross_entropy ignores them, but the caller's labels are overwritten
+    losses = []
+    for epoch in range(epochs):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(A_hat, X), labels, ignore_index=-100)  # the mean over train_nodes
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if on_epoch is not None:
+            on_epoch(epoch, model)
+    return losses
+''',
+        "must_lose": ["test_training_hidden_losses"],
+        "must_fail_public": ["test_training_public"],
+    },
 ]
 
 CORRECT = [

@@ -345,6 +345,134 @@ def rff_attention(Q, K, V, num_features, seed):
         "must_lose": ["test_rff_attention_hidden_golden"],
         "must_fail_public": ["test_rff_attention_public"],
     },
+    # ------------------------------------------------------------------ inputs changed in place
+    # Each returns the right values but changes a tensor it was given: the hidden test that holds the
+    # function's ``<area>/<function>_arguments_changed_by_the_call`` check loses, and so does its public check.
+    {
+        "name": "softmax_inverts_the_callers_mask",
+        "function": "softmax_attention",
+        "source": '''
+def softmax_attention(Q, K, V, mask=None):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not_(), float("-inf"))  # BUG: logical_not_ flips the caller's mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+''',
+        "must_lose": ["test_softmax_hidden_masked"],
+        "must_fail_public": ["test_softmax_mask_and_stability"],
+    },
+    {
+        "name": "quadratic_kernel_transposes_the_callers_K",
+        "function": "quadratic_kernel",
+        "source": '''
+def quadratic_kernel(Q, K):
+    return (Q @ K.transpose_(-2, -1)) ** 2  # BUG: transpose_ transposes the caller's K
+''',
+        "must_lose": ["test_quadratic_kernel_hidden"],
+        "must_fail_public": ["test_quadratic_public"],
+    },
+    {
+        "name": "quadratic_feature_map_squares_the_callers_x",
+        "function": "quadratic_feature_map",
+        "source": '''
+def quadratic_feature_map(x):
+    D = x.shape[-1]
+    a, b = torch.triu_indices(D, D, offset=1)
+    cross = math.sqrt(2.0) * x[..., a] * x[..., b]  # (..., D (D - 1) / 2)
+    return torch.cat([x.square_(), cross], dim=-1)  # BUG: square_ squares the caller's x
+''',
+        "must_lose": ["test_quadratic_feature_map_hidden"],
+        "must_fail_public": ["test_quadratic_public"],
+    },
+    {
+        "name": "kernel_attention_rescales_the_callers_V",
+        "function": "kernel_attention",
+        "source": '''
+def kernel_attention(Q, K, V, feature_map):
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    scale = V.abs().amax()
+    V /= scale  # BUG: "for stability", but it divides the caller's V
+    numerator = phi_q @ (phi_k.transpose(-2, -1) @ V)
+    return scale * numerator / (phi_q @ phi_k.sum(dim=-2).unsqueeze(-1))
+''',
+        "must_lose": ["test_kernel_attention_hidden_self"],
+        "must_fail_public": ["test_kernel_attention_public"],
+    },
+    {
+        "name": "rff_features_transpose_the_callers_W",
+        "function": "random_fourier_features",
+        "source": '''
+def random_fourier_features(x, W):
+    proj = x @ W.t_()  # BUG: t_ transposes the caller's W
+    return torch.cat([torch.sin(proj), torch.cos(proj)], dim=-1) / math.sqrt(proj.shape[-1])
+''',
+        "must_lose": ["test_rff_features_hidden"],
+        "must_fail_public": ["test_rff_features_public"],
+    },
+    {
+        "name": "rff_attention_squares_the_callers_K",
+        "function": "rff_attention",
+        "source": '''
+def rff_attention(Q, K, V, num_features, seed):
+    D = Q.shape[-1]
+    W = torch.randn(num_features, D, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / D ** 0.25
+    W = W.to(dtype=Q.dtype, device=Q.device)
+    phi_q = random_fourier_features(Q, W)  # the query norm factor cancels
+    phi_k = random_fourier_features(K, W)
+    phi_k = phi_k * torch.exp(K.square_().sum(-1, keepdim=True) / (2 * math.sqrt(D)))  # BUG: square_ squares the caller's K
+    numerator = phi_q @ (phi_k.transpose(-2, -1) @ V)
+    return numerator / (phi_q @ phi_k.sum(-2).unsqueeze(-1))
+''',
+        "must_lose": ["test_rff_attention_hidden_golden"],
+        "must_fail_public": ["test_rff_attention_public"],
+    },
+    {
+        "name": "causal_linear_writes_outputs_into_V",
+        "function": "causal_linear_attention",
+        "source": '''
+def causal_linear_attention(Q, K, V, feature_map):
+    phi_q, phi_k = feature_map(Q), feature_map(K)
+    S = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], V.shape[-1], dtype=V.dtype)
+    Z = torch.zeros(*phi_k.shape[:-2], phi_k.shape[-1], dtype=V.dtype)
+    out = V  # BUG: not a new tensor: every output written below overwrites the caller's V
+    for i in range(Q.shape[-2]):
+        S = S + phi_k[..., i, :, None] * V[..., i, None, :]  # V_i is read before out_i replaces it
+        Z = Z + phi_k[..., i, :]
+        num = (phi_q[..., i, :, None] * S).sum(-2)
+        out[..., i, :] = num / (phi_q[..., i, :] * Z).sum(-1, keepdim=True)
+    return out
+''',
+        "must_lose": ["test_causal_linear_hidden_golden"],
+        "must_fail_public": ["test_causal_linear_public"],
+    },
+    {
+        "name": "positive_features_square_the_callers_x",
+        "function": "positive_random_features",
+        "source": '''
+def positive_random_features(x, W):
+    proj = x @ W.transpose(-2, -1)
+    half_sq_norm = x.pow_(2).sum(dim=-1, keepdim=True) / 2  # BUG: pow_ squares the caller's x
+    return torch.exp(proj - half_sq_norm) / math.sqrt(W.shape[0])
+''',
+        "must_lose": ["test_positive_features_hidden"],
+        "must_fail_public": ["test_positive_features_public"],
+    },
+    {
+        "name": "performer_rescales_the_callers_Q_and_K",
+        "function": "performer_attention",
+        "source": '''
+def performer_attention(Q, K, V, num_features, seed):
+    D = Q.shape[-1]
+    W = torch.randn(num_features, D, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    W = W.to(dtype=Q.dtype, device=Q.device)
+    Q *= D ** -0.25  # BUG: rescales the caller's queries and keys
+    K *= D ** -0.25
+    return kernel_attention(Q, K, V, lambda x: positive_random_features(x, W))
+''',
+        "must_lose": ["test_performer_hidden_golden"],
+        "must_fail_public": ["test_positive_features_public"],
+    },
 ]
 
 CORRECT = [

@@ -660,6 +660,103 @@ def beam_search(model, src, max_len, bos_id, eos_id, beam_size):
         "must_lose": ["test_beam_hidden_widths"],
         "must_fail_public": ["test_beam_public"],
     },
+    # ---------------------------------------------------------------- the course's rule: inputs stay as they are
+    # Each returns the right values and changes a tensor it is given: only the check of its arguments,
+    # in the hidden test named, tells it from the reference (the tests hand copies where they use an
+    # input again). Most break their callers, as such a bug does: several stop the training of Part 7
+    # (autograd finds that a tensor it saved has changed), the decoders' writes change the articles.
+    {
+        "name": "attention_scales_q_in_place",
+        "function": "scaled_dot_product_attention",
+        "source": '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    q = q.mul_(1 / math.sqrt(q.shape[-1]))  # BUG: scales the caller's q in place
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+''',
+        "must_lose": ["test_attention_hidden_masks"],
+        "must_fail_public": ["test_attention_public"],
+    },
+    _edited("multihead_merges_the_heads_into_the_query", "MultiHeadAttention",
+            ("out = out.transpose(1, 2).reshape(B, Tq, self.num_heads * self.d_head)",
+             "out = query.copy_(out.transpose(1, 2).reshape(B, Tq, self.num_heads * self.d_head))  # BUG: into the caller's query"),
+            must_lose=["test_multihead_hidden_matches_torch"], must_fail_public=["test_multihead_public"]),
+    {
+        "name": "padding_mask_compares_in_place",
+        "function": "padding_mask",
+        "source": '''
+def padding_mask(tokens, pad_id):
+    return tokens.ne_(pad_id).bool()  # BUG: ne_ compares in place: the caller's tokens become 0s and 1s
+''',
+        "must_lose": ["test_masks_hidden"],
+        "must_fail_public": ["test_masks_public"],
+    },
+    {
+        "name": "decoder_mask_compares_in_place",
+        "function": "decoder_self_attention_mask",
+        "source": '''
+def decoder_self_attention_mask(tgt, pad_id):
+    real = tgt.ne_(pad_id).bool()  # BUG: ne_ compares in place: the caller's tgt becomes 0s and 1s
+    return causal_mask(tgt.shape[1]).to(tgt.device)[None] & real[:, None, :]
+''',
+        "must_lose": ["test_masks_hidden"],
+        "must_fail_public": ["test_masks_public"],
+    },
+    {
+        "name": "cross_mask_compares_in_place",
+        "function": "cross_attention_mask",
+        "source": '''
+def cross_attention_mask(src, tgt, pad_id):
+    real = src.ne_(pad_id).bool()  # BUG: ne_ compares in place: the caller's src becomes 0s and 1s
+    return real[:, None, :].expand(-1, tgt.shape[1], -1)
+''',
+        "must_lose": ["test_masks_hidden"],
+        "must_fail_public": ["test_masks_public"],
+    },
+    _edited("encoder_layer_adds_the_residual_in_place", "EncoderLayer",
+            ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)[0]))\n",
+             "        x += self.dropout(self.self_attn(x, x, x, mask)[0])  # BUG: the residual goes into the caller's x\n"
+             "        x = self.norm1(x)\n"),
+            must_lose=["test_layers_hidden_encoder"], must_fail_public=["test_layers_public"]),
+    _edited("decoder_layer_adds_the_residual_in_place", "DecoderLayer",
+            ("        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, self_mask, cache=cache)[0]))\n",
+             "        x += self.dropout(self.self_attn(x, x, x, self_mask, cache=cache)[0])  # BUG: into the caller's x\n"
+             "        x = self.norm1(x)\n"),
+            must_lose=["test_layers_hidden_decoder"], must_fail_public=["test_layers_public"]),
+    _edited("model_writes_its_predictions_into_tgt_in", "Summarizer",
+            ("        return self.out(x)\n",
+             "        logits = self.out(x)\n"
+             "        tgt_in.copy_(logits.argmax(-1))  # BUG: the predicted tokens written over the caller's tgt_in\n"
+             "        return logits\n"),
+            must_lose=["test_model_hidden_named_weights"], must_fail_public=["test_model_public"]),
+    {
+        "name": "loss_marks_padding_in_the_targets",
+        "function": "sequence_loss",
+        "source": '''
+def sequence_loss(logits, targets, pad_id):
+    targets[targets == pad_id] = -100  # BUG: cross_entropy's default ignore_index, written into the caller's targets
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+''',
+        "must_lose": ["test_loss_hidden"],
+        "must_fail_public": ["test_loss_public"],
+    },
+    _edited("greedy_ends_the_articles_with_eos", "greedy_decode",
+            ("    return tokens", "    src[:, -1] = eos_id  # BUG: written into the caller's articles (after decoding)\n    return tokens"),
+            must_lose=["test_greedy_hidden"], must_fail_public=["test_greedy_public"]),
+    _edited("sampling_ends_the_articles_with_eos", "sample_decode",
+            ("    return tokens", "    src[:, -1] = eos_id  # BUG: written into the caller's articles (after decoding)\n    return tokens"),
+            must_lose=["test_sampling_hidden_top_k_and_structure"], must_fail_public=["test_sampling_public"]),
+    _edited("beam_ends_the_articles_with_eos", "beam_search",
+            ("    length = max(len(row) for row in best_rows)\n",
+             "    src[:, -1] = eos_id  # BUG: written into the caller's articles (after the searches)\n"
+             "    length = max(len(row) for row in best_rows)\n"),
+            must_lose=["test_beam_hidden_width_one_and_exhaustive"], must_fail_public=["test_beam_public"]),
+    _edited("cached_decoding_ends_the_articles_with_eos", "greedy_decode_cached",
+            ("    return tokens", "    src[:, -1] = eos_id  # BUG: written into the caller's articles (after decoding)\n    return tokens"),
+            must_lose=["test_cache_hidden"], must_fail_public=["test_cache_public"]),
 ]
 
 CORRECT = [

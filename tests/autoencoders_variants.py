@@ -263,6 +263,157 @@ def pca_components(X, k):
         "must_lose": ["test_pca_hidden_subspace"],
         "must_fail_public": ["test_probe_and_pca_public"],
     },
+    # ------------------------------------------------------------------ arguments changed in place
+    # Each returns the right values and changes one of its tensor arguments: the hidden check
+    # ``<area>/<function>_arguments_changed_by_the_call`` catches it.
+    {
+        "name": "forward_writes_the_reconstruction_over_its_input",
+        "function": "Autoencoder",
+        "source": '''
+class Autoencoder(nn.Module):
+    def __init__(self, input_dim, hidden_dims, bottleneck, activation=None):
+        super().__init__()
+        def stack(dims):
+            layers = []
+            for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+                layers.append(nn.Linear(d_in, d_out))
+                if activation is not None and i < len(dims) - 2:
+                    layers.append(activation())
+            return nn.Sequential(*layers)
+        dims = [input_dim, *hidden_dims, bottleneck]
+        self.encoder, self.decoder = stack(dims), stack(dims[::-1])
+
+    def encode(self, x):
+        return self.encoder(x)
+
+    def decode(self, z):
+        return self.decoder(z)
+
+    def forward(self, x):
+        x_hat = self.decode(self.encode(x))
+        with torch.no_grad():
+            x.copy_(x_hat)  # BUG: the reconstruction overwrites the caller's batch
+        return x_hat
+''',
+        "must_lose": ["test_autoencoder_hidden_values"],
+        "must_fail_public": ["test_autoencoder_public"],
+    },
+    {
+        "name": "loss_subtracts_in_place",
+        "function": "reconstruction_loss",
+        "source": '''
+def reconstruction_loss(x_hat, x):
+    x_hat -= x  # BUG: the caller's x_hat now holds the errors
+    return (x_hat ** 2).mean()
+''',
+        "must_lose": ["test_autoencoder_hidden_shallow_and_loss"],
+        "must_fail_public": ["test_autoencoder_public"],
+    },
+    {
+        "name": "noise_added_in_place",
+        "function": "add_gaussian_noise",
+        "source": '''
+def add_gaussian_noise(x, std, generator=None):
+    x += std * torch.randn(x.shape, generator=generator, dtype=x.dtype)  # BUG: the caller's x gets the noise
+    return x
+''',
+        "must_lose": ["test_corruptions_hidden_noise"],
+        "must_fail_public": ["test_corruptions_public"],
+    },
+    {
+        "name": "mask_filled_in_place",
+        "function": "random_mask",
+        "source": '''
+def random_mask(x, mask_prob, generator=None):
+    mask = torch.rand(x.shape, generator=generator) < mask_prob
+    return x.masked_fill_(mask, 0.0), mask  # BUG: masked_fill_ zeroes the caller's x
+''',
+        "must_lose": ["test_corruptions_hidden_mask"],
+        "must_fail_public": ["test_corruptions_public"],
+    },
+    {
+        "name": "masked_loss_subtracts_in_place",
+        "function": "masked_reconstruction_loss",
+        "source": '''
+def masked_reconstruction_loss(x_hat, x, mask):
+    x_hat.sub_(x)  # BUG: the caller's x_hat now holds the errors
+    return (x_hat ** 2)[mask].mean()
+''',
+        "must_lose": ["test_corruptions_hidden_masked_loss"],
+        "must_fail_public": ["test_corruptions_public"],
+    },
+    {
+        "name": "step_masks_the_batch_in_place",
+        "function": "training_step",
+        "source": '''
+def training_step(model, optimizer, x, variant="vanilla", generator=None, noise_std=0.5, mask_prob=0.5):
+    if variant == "vanilla":
+        loss = reconstruction_loss(model(x), x)
+    elif variant == "denoising":
+        loss = reconstruction_loss(model(add_gaussian_noise(x, noise_std, generator)), x)
+    elif variant == "masked":
+        target = x.clone()
+        _, mask = random_mask(x, mask_prob, generator)
+        x.masked_fill_(mask, 0.0)  # BUG: masks the caller's batch itself
+        loss = masked_reconstruction_loss(model(x), target, mask)
+    else:
+        raise ValueError(variant)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+''',
+        "must_lose": ["test_training_step_hidden_masked"],
+        "must_fail_public": ["test_training_step_public"],
+    },
+    {
+        "name": "probe_standardizes_the_features_in_place",
+        "function": "linear_probe_accuracy",
+        "source": '''
+def linear_probe_accuracy(encoder, train, test, num_labels=None, generator=None):
+    X_train, y_train = train
+    X_test, y_test = test
+    if num_labels is not None:
+        X_train, y_train = X_train[:num_labels], y_train[:num_labels]
+    with torch.no_grad():
+        F_train, F_test = encoder(X_train), encoder(X_test)
+        mean = F_train.mean(dim=0)
+        scale = (F_train - mean).pow(2).mean().sqrt().clamp_min(1e-12)
+        F_train -= mean  # BUG: with encoder = lambda x: x, F_train and F_test are the caller's X
+        F_train /= scale
+        F_test -= mean
+        F_test /= scale
+    F_train, F_test = F_train.double(), F_test.double()
+    num_classes = int(max(y_train.max(), y_test.max())) + 1
+    classifier = nn.Linear(F_train.shape[1], num_classes).double()
+    nn.init.zeros_(classifier.weight), nn.init.zeros_(classifier.bias)
+    optimizer = torch.optim.LBFGS(classifier.parameters(), max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = F.cross_entropy(classifier(F_train), y_train) + 1e-2 * classifier.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        return (classifier(F_test).argmax(dim=1) == y_test).double().mean().item()
+''',
+        "must_lose": ["test_probe_hidden_properties"],
+        "must_fail_public": ["test_probe_and_pca_public"],
+    },
+    {
+        "name": "pca_centres_in_place",
+        "function": "pca_components",
+        "source": '''
+def pca_components(X, k):
+    X -= X.mean(dim=0)  # BUG: centres the caller's data
+    _, _, Vh = torch.linalg.svd(X, full_matrices=False)
+    return Vh[:k].T
+''',
+        "must_lose": ["test_pca_hidden_subspace"],
+        "must_fail_public": ["test_probe_and_pca_public"],
+    },
 ]
 
 CORRECT = [

@@ -419,6 +419,32 @@ def exact_match(predictions, answers):
         "must_lose": ["test_exact_match_hidden"],
         "must_fail_public": ["test_baseline_public"],
     },
+    # ------------------------------------------------------------------ arguments changed in place
+    # Each returns the right values and changes its argument x: the hidden check
+    # ``<area>/<function>_arguments_changed_by_the_call`` catches it.
+    {
+        "name": "attention_output_written_over_its_input",
+        "function": "CausalSelfAttention",
+        "source": _attention('''
+s = (q @ k.transpose(-2, -1) / math.sqrt(C // h)).masked_fill(self.mask[:T, :T] == 0, float("-inf"))
+out = self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C))
+return x.copy_(out)  # BUG: the output overwrites the caller's x
+'''),
+        "must_lose": ["test_attention_hidden"],
+        "must_fail_public": ["test_attention_public"],
+    },
+    {
+        "name": "synthesizer_output_written_over_its_input",
+        "function": "SynthesizerAttention",
+        "source": _method(_SYNTH_HEAD, '''
+a = F.relu(self.w1(x)).view(B, T, h, C // h).transpose(1, 2)
+s = (a @ self.w2[:, :T] + self.b2[:T]).masked_fill(self.mask[:T, :T] == 0, float("-inf"))
+v = self.value(x).view(B, T, h, C // h).transpose(1, 2)
+return x.copy_(self.proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)))  # BUG: the output overwrites the caller's x
+'''),
+        "must_lose": ["test_synthesizer_hidden"],
+        "must_fail_public": ["test_synthesizer_public"],
+    },
 ]
 
 CORRECT = [

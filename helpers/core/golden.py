@@ -57,6 +57,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +289,7 @@ def expect_arguments_unchanged(key: str, function, *args, **kwargs) -> Any:
 
     The course's rule: a graded function computes new tensors and changes none it is given (no
     ``x += ...``, ``x[...] = ...`` or ``x.add_(...)`` on an argument) unless its text says so. Every
-    tensor or array among the arguments, also inside tuples, lists and dicts, is fingerprinted
+    tensor or array among the arguments, also inside tuples, lists and mappings, is fingerprinted
     before and after the call (its shape, dtype and bytes: an in-place reshape that keeps every value
     counts too); the judge counts the arguments whose fingerprint changed (``measure="mismatches"``,
     at most 0). Models and other objects are not compared: a training function changes its model's
@@ -322,7 +323,7 @@ def _argument_fingerprints(args: tuple, kwargs: dict) -> np.ndarray | None:
         if isinstance(value, (tuple, list)):
             for item in value:
                 visit(item)
-        elif isinstance(value, dict):
+        elif isinstance(value, Mapping):  # a dict, or a tokenizer's BatchEncoding
             for name in sorted(value, key=str):
                 visit(value[name])
         elif hasattr(value, "detach"):  # a torch tensor, on any device, of any dtype (bfloat16 has no numpy form)

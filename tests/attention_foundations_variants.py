@@ -541,6 +541,101 @@ def average_query(keys, a, b, beta):
         "must_lose": ["test_queries_hidden_average"],
         "must_fail_public": ["test_queries_public"],
     },
+    # ------------------------------------------------------------------ right values, but an argument changed in place
+    # (add_and_concat_scores has one already: add_concat_changes_x_in_place)
+    {
+        "name": "scores_transpose_w_k_in_place",
+        "function": "attention_scores",
+        "source": '''
+def attention_scores(h, W_q, W_k):
+    return (h @ W_q.T) @ (h @ W_k.t_()).T  # BUG: t_() transposes the caller's W_k in place (W_k.T would not)
+''',
+        "must_lose": ["test_qkv_hidden_scores"],
+        "must_fail_public": ["test_qkv_public"],
+    },
+    {
+        "name": "argmax_gathers_into_h",
+        "function": "argmax_attention",
+        "source": '''
+def argmax_attention(h, W_q, W_k, W_v):
+    best = attention_scores(h, W_q, W_k).argmax(dim=-1)
+    h[:] = h[best]  # BUG: writes the chosen states into the caller's h (h = h[best] would not)
+    return h @ W_v.T
+''',
+        "must_lose": ["test_qkv_hidden_argmax"],
+        "must_fail_public": ["test_qkv_public"],
+    },
+    {
+        "name": "decoder_zeroes_padding_states_in_place",
+        "function": "AttentionDecoder",
+        "source": _decoder('''
+enc_states.masked_fill_(~src_mask[:, :, None], 0)  # BUG: zeroes the caller's padding states (weight 0 there anyway)
+scores = queries @ enc_states.transpose(1, 2) / math.sqrt(queries.shape[-1])
+scores = scores.masked_fill(~src_mask[:, None, :], float("-inf"))
+weights = torch.softmax(scores, dim=-1)
+context = weights @ enc_states
+logits = self.out(torch.tanh(self.combine(torch.cat([queries, context], dim=-1))))
+return logits, hidden, weights
+'''),
+        "must_lose": ["test_decoder_hidden_values"],
+        "must_fail_public": ["test_decoder_public_shapes_and_mask"],
+    },
+    {
+        "name": "relative_bias_flips_the_table_in_place",
+        "function": "relative_position_bias",
+        "source": '''
+def relative_position_bias(table, T):
+    table[:] = table.flip(0)  # BUG: writes the flipped table into the caller's: row r now holds offset T - 1 - r
+    positions = torch.arange(T)
+    offsets = positions[None, :] - positions[:, None] + T - 1  # j - i indexes the flipped table
+    return table[offsets].permute(2, 0, 1)
+''',
+        "must_lose": ["test_relative_hidden_bias"],
+        "must_fail_public": ["test_relative_public"],
+    },
+    {
+        "name": "receptive_field_appends_the_residual_to_the_callers_list",
+        "function": "receptive_field",
+        "source": '''
+def receptive_field(sources):
+    T = sources[0].shape[-1]
+    reach = torch.eye(T, dtype=torch.bool)
+    for l, layer in enumerate(sources):
+        sources[l] = torch.cat([layer, torch.arange(T)[None]])  # BUG: the residual as a head, written into the caller's list
+        new = torch.zeros_like(reach)
+        for head in sources[l]:
+            new |= reach[head]
+        reach = new
+    return reach.sum(dim=1)
+''',
+        "must_lose": ["test_receptive_hidden"],
+        "must_fail_public": ["test_receptive_public"],
+    },
+    {
+        "name": "copy_query_scales_a_view_of_keys",
+        "function": "copy_query",
+        "source": '''
+def copy_query(keys, j, beta):
+    q = keys[j]  # a view of row j of the caller's keys
+    q *= beta / q.dot(q)  # BUG: *= scales the caller's key j
+    return q
+''',
+        "must_lose": ["test_queries_hidden_copy"],
+        "must_fail_public": ["test_queries_public"],
+    },
+    {
+        "name": "average_query_normalises_views_of_keys",
+        "function": "average_query",
+        "source": '''
+def average_query(keys, a, b, beta):
+    first, second = keys[a], keys[b]  # views of the caller's keys
+    first /= first.dot(first)  # BUG: /= divides the caller's keys a and b in place
+    second /= second.dot(second)
+    return beta * (first + second)
+''',
+        "must_lose": ["test_queries_hidden_average"],
+        "must_fail_public": ["test_queries_public"],
+    },
 ]
 
 CORRECT = [

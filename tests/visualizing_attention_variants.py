@@ -210,6 +210,102 @@ def attention_entropy(attentions, inputs):
     everything = torch.ones_like(inputs["attention_mask"], dtype=torch.bool)  # BUG: padding rows count
     return mean_over_queries(attentions, lambda a: -torch.special.xlogy(a, a).sum(-1), everything)
 ''', "must_lose": ["test_entropy_hidden"], "must_fail_public": ["test_entropy_public"]},
+    # ------------------------------------------------------------------ right values, but an argument changed in place
+    {"name": "rope_positions_written_into_the_mask", "function": "rotary_queries_and_keys",
+     "must_lose": ["test_rotary_hidden_queries_and_keys"], "must_fail_public": ["test_gpt_attention_public"],
+     "source": _rotary(_ROTARY_START + '''    positions = inputs["attention_mask"]  # BUG: not a copy: the next line writes into the caller's mask
+    positions[:] = torch.arange(T)  # positions 0, ..., T - 1 of every sentence
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions[0].double()[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+
+    def rotate(v):
+        first, second = v[..., : d // 2], v[..., d // 2:]
+        return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+    return rotate(q), rotate(k)
+''')},
+    {"name": "causal_padding_flags_xor_into_the_mask", "function": "causal_attention_from_qk", "source": '''
+def causal_attention_from_qk(model, inputs, layer, head):
+    q, k = rotary_queries_and_keys(model, inputs, layer, head)
+    T = q.shape[1]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    padding = inputs["attention_mask"]
+    padding ^= 1  # BUG: ^= writes into the caller's mask: 1 now marks its padding
+    blocked = ~torch.ones(T, T, dtype=torch.bool).tril()[None] | padding.bool()[:, None, :]
+    return scores.masked_fill(blocked, float("-inf")).softmax(dim=-1)
+''', "must_lose": ["test_gpt_attention_hidden_without_returned_attentions"],
+     "must_fail_public": ["test_gpt_attention_public"]},
+    {"name": "is_causal_triu_in_place", "function": "is_causal", "source": '''
+def is_causal(attn):
+    attn.triu_(diagonal=1)  # BUG: triu_ zeroes the caller's weights on and below the diagonal
+    return bool((attn <= 1e-6).all())
+''', "must_lose": ["test_is_causal_hidden"], "must_fail_public": ["test_is_causal_public"]},
+    {"name": "bert_additive_mask_built_in_the_callers_mask", "function": "attention_from_qk", "source": '''
+def attention_from_qk(model, inputs, layer, head):
+    hidden = model(**inputs, output_hidden_states=True).hidden_states[layer]
+    projections = model.encoder.layer[layer].attention.self
+    d = model.config.hidden_size // model.config.num_attention_heads
+    columns = slice(head * d, (head + 1) * d)
+    q = projections.query(hidden)[..., columns]
+    k = projections.key(hidden)[..., columns]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+    additive = inputs["attention_mask"]
+    additive -= 1  # BUG: -= and *= write into the caller's mask
+    additive *= 10000  # BERT's original additive mask: 0 on real keys, -10000 on padding
+    return (scores + additive[:, None, :]).softmax(dim=-1)
+''', "must_lose": ["test_bert_attention_hidden_pairs_without_returned_attentions"],
+     "must_fail_public": ["test_bert_attention_public"]},
+    {"name": "previous_token_queries_without_clone", "function": "previous_token_score", "source": '''
+def previous_token_score(attentions, inputs):
+    queries = inputs["attention_mask"]  # BUG: not a copy: the next line writes into the caller's mask
+    queries[:, 0] = 0
+    return mean_over_queries(attentions, lambda a: F.pad(a.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)), queries.bool())
+''', "must_lose": ["test_head_scores_hidden_synthetic"], "must_fail_public": ["test_head_scores_public"]},
+    {"name": "next_token_queries_shifted_in_the_mask", "function": "next_token_score", "source": '''
+def next_token_score(attentions, inputs):
+    queries = inputs["attention_mask"]  # BUG: not a copy: the next two lines shift the caller's mask
+    queries[:, :-1] = queries[:, 1:].clone()
+    queries[:, -1] = 0
+    return mean_over_queries(attentions, lambda a: F.pad(a.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)), queries.bool())
+''', "must_lose": ["test_head_scores_hidden_synthetic"], "must_fail_public": ["test_head_scores_public"]},
+    {"name": "cls_weights_masked_in_a_view", "function": "cls_score", "source": '''
+def cls_score(attentions, inputs):
+    real = inputs["attention_mask"]
+    per_layer = []
+    for attn in attentions:
+        on_cls = attn[..., 0]  # a view of the caller's weights
+        on_cls *= real[:, None, :]  # BUG: *= zeroes the padding queries' weights in the caller's attentions
+        per_layer.append(on_cls.sum(dim=(0, 2)) / real.sum())
+    return torch.stack(per_layer)
+''', "must_lose": ["test_head_scores_hidden_synthetic"], "must_fail_public": ["test_head_scores_public"]},
+    {"name": "sep_weights_masked_in_place", "function": "sep_score", "source": '''
+def sep_score(attentions, inputs, sep_id):
+    is_sep = (inputs["input_ids"] == sep_id)[:, None, None, :]
+
+    def on_sep(a):
+        a *= is_sep  # BUG: *= zeroes every other key's weight in the caller's attentions
+        return a.sum(-1)
+
+    return mean_over_queries(attentions, on_sep, inputs["attention_mask"].bool())
+''', "must_lose": ["test_head_scores_hidden_synthetic"], "must_fail_public": ["test_head_scores_public"]},
+    {"name": "self_score_padding_rows_zeroed_in_place", "function": "self_score", "source": '''
+def self_score(attentions, inputs):
+    real = inputs["attention_mask"].bool()
+    per_layer = []
+    for attn in attentions:
+        attn.masked_fill_(~real[:, None, :, None], 0)  # BUG: zeroes the padding queries' rows in the caller's weights
+        per_layer.append(attn.diagonal(dim1=-2, dim2=-1).sum(dim=(0, 2)) / real.sum())  # every query, padding ones now 0
+    return torch.stack(per_layer)
+''', "must_lose": ["test_head_scores_hidden_synthetic"], "must_fail_public": ["test_head_scores_public"]},
+    {"name": "entropy_clamps_the_weights_in_place", "function": "attention_entropy", "source": '''
+def attention_entropy(attentions, inputs):
+    def entropy(a):
+        a.clamp_(min=1e-12)  # BUG: clamp_ writes into the caller's weights (every 0 becomes 1e-12)
+        return -(a * a.log()).sum(-1)
+
+    return mean_over_queries(attentions, entropy, inputs["attention_mask"].bool())
+''', "must_lose": ["test_entropy_hidden"], "must_fail_public": ["test_entropy_public"]},
 ]
 
 CORRECT = [

@@ -70,16 +70,17 @@ def excerpt(text, kind: str) -> str:
 
 def parameters_by_test(sources: list[dict]) -> dict[str, frozenset[str]]:
     """{test name: its parameters} of the autograder's test files (read here, not in the kernel)."""
-    found = {}
+    return {node.name: frozenset(a.arg for a in node.args.args + node.args.kwonlyargs) for node in _test_functions(sources)}
+
+
+def _test_functions(sources: list[dict]):
+    """The functions defined at the top of the autograder's test files (a file that does not parse has none)."""
     for test_file in sources:
         try:
             tree = ast.parse(test_file["source"])
         except SyntaxError:
             continue
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                found[node.name] = frozenset(a.arg for a in node.args.args + node.args.kwonlyargs)
-    return found
+        yield from (node for node in tree.body if isinstance(node, ast.FunctionDef))
 
 
 def known_outcomes(tests: list[dict], known_tests: set[str]) -> tuple[list[dict], int]:
@@ -115,17 +116,9 @@ def public_check_wordings(sources: list[dict], public: set[str]) -> dict[str, li
     """{public test name: each message its own source writes, as literal pieces and None for every
     value filled in}, read from the test files here. Only the function of that public test is read:
     a test file holds hidden tests too, whose words must never be shown."""
-    found: dict[str, list[list[str | None]]] = {}
-    for test_file in sources:
-        try:
-            tree = ast.parse(test_file["source"])
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name in public:
-                found[node.name] = [pieces for pieces in map(_pieces, ast.walk(node)) if pieces
-                                    and sum(len(p) for p in pieces if p) >= WORDING_CHARS]
-    return found
+    return {node.name: [pieces for pieces in map(_pieces, ast.walk(node))
+                        if pieces and sum(len(p) for p in pieces if p) >= WORDING_CHARS]
+            for node in _test_functions(sources) if node.name in public}
 
 
 def _pieces(node) -> list[str | None] | None:

@@ -105,7 +105,7 @@ def spreadsheet_safe(value):
 
 
 __all__ = ["EXCERPT_CHARS", "KNOWN_EXCEPTIONS", "UNREADABLE_VALUE", "exception_name", "excerpt", "known_outcomes",
-           "spreadsheet_safe", "parameters_by_test"]
+           "spreadsheet_safe", "parameters_by_test", "public_check_wording", "public_check_wordings"]
 
 
 #: A public check's message is quoted only if its own words make up at least this many characters.

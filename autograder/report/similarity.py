@@ -310,12 +310,10 @@ def copy_groups(codes: list[Code], smallest: int = SMALLEST_GROUP) -> list[list[
         first = same.setdefault(tuple(sorted(code.forms)), i)
         parent[root(i)] = root(first)
     holders: dict[str, list[int]] = {}
-    for i, lines in enumerate(rare):
+    for i, lines in enumerate(rare if len(codes) >= NEAR_FROM else []):  # no near ties in a small class
         for form in lines:
             holders.setdefault(form, []).append(i)
     candidates = {(a, b) for group in holders.values() for x, a in enumerate(group) for b in group[x + 1:]}
-    if len(codes) < NEAR_FROM:
-        candidates = set()
     for a, b in candidates:
         shared = sum((rare[a] & rare[b]).values())
         if shared >= MIN_SHARED_LINES and shared >= NEAR_SHARE * max(sum(rare[a].values()), sum(rare[b].values())):

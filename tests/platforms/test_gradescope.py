@@ -107,10 +107,14 @@ def test_stock_otter_gives_a_wrong_notebook_full_marks_under_each_forgery(layout
     """The control: otter comparing golden values in the student's kernel is fooled by each one
     (so the sealed scores below show the seal at work, not dud attacks)."""
     honest = gradescope["wrong_everywhere"]["score"]
-    for name in GRADESCOPE_ATTACKS:
-        result = run_worker(uploads[name], layout.autograder_zip(SLUG), Limits(timeout=120, memory_mb=4096))
-        forged = sum(q["score"] for q in result["questions"].values())
-        assert forged == 22 > honest, (name, forged, result["message"])
+
+    def stock_otter(name):  # each in its own otter process: two at once, one per core
+        return name, run_worker(uploads[name], layout.autograder_zip(SLUG), Limits(timeout=120, memory_mb=4096))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for name, result in pool.map(stock_otter, GRADESCOPE_ATTACKS):
+            forged = sum(q["score"] for q in result["questions"].values())
+            assert forged == 22 > honest, (name, forged, result["message"])
 
 
 def test_forgeries_score_what_the_wrong_notebook_scores_honestly(gradescope):

@@ -26,7 +26,7 @@ test: install
 	COURSE_SETTING=grading $(BIN)/python -m pytest
 
 # Every test that neither builds an assignment nor grades a batch: for iterating on one module
-# (target: under 5 minutes; the README gives the figure measured last).
+# (target: under 5 minutes; benchmarks/suite_times.py reads the JUnit report of either lane).
 test-fast: install
 	COURSE_SETTING=grading $(BIN)/python -m pytest -m "not batch and not release"
 

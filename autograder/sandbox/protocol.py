@@ -40,6 +40,9 @@ SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib
 #: test driver the runner hands the kernel (rendered from ``templates/test_driver.py.tmpl``).
 RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
 TEST_DRIVER_FILE = "course_test_driver.py"
+#: The library's folder of matplotlib's font list, made by the grader once per run: the runner copies
+#: it into the sandbox's own matplotlib folder, so no kernel scans the system's fonts again.
+FONT_LIST_DIR = "matplotlib"
 
 #: The job folder: the submission's notebook, and what to do with it.
 NOTEBOOK_FILE = "submission.ipynb"
@@ -88,7 +91,7 @@ def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
     }
 
 
-__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "GOLDEN_MODE_ENV",
+__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR", "GOLDEN_MODE_ENV",
            "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
            "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
            "NOTEBOOK_FILE", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",

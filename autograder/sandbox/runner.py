@@ -23,11 +23,11 @@ import tempfile
 from pathlib import Path
 
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
-    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, JOB_FILE,
+    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR, JOB_FILE,
                                  NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                  SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 except ImportError:  # imported from the package (by the tests)
-    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, JOB_FILE,
+    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR, JOB_FILE,
                                              NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                              SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
@@ -280,10 +280,18 @@ def private_kernel_ports():
 
 
 def private_folders() -> None:
-    """IPython, Jupyter and matplotlib keep their state in the sandbox's own temp folder."""
+    """IPython, Jupyter and matplotlib keep their state in the sandbox's own temp folder. matplotlib's
+    starts with the grader's font list: without one, importing pyplot scans every system font (4 to 6
+    s per submission)."""
     tmp = tempfile.gettempdir()
     for name, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "jupyter"), ("MPLCONFIGDIR", "matplotlib")):
         os.environ.setdefault(name, os.path.join(tmp, sub))
+    fonts = Path(__file__).with_name(FONT_LIST_DIR)
+    if fonts.is_dir():
+        matplotlib_dir = Path(os.environ["MPLCONFIGDIR"])
+        matplotlib_dir.mkdir(parents=True, exist_ok=True)
+        for font_list in fonts.glob("fontlist-*.json"):
+            shutil.copyfile(font_list, matplotlib_dir / font_list.name)
 
 
 def main() -> int:

@@ -24,7 +24,7 @@ from helpers.core.models import model_cache_dir
 from autograder.autograder_zip import Autograder, open_up
 from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
-from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
+from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
                        RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV,
                        TEST_DRIVER_FILE)
 from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job
@@ -43,7 +43,7 @@ WORKSPACE_PREFIX = "course-grade-"
 
 def runner_library(folder: Path) -> Path:
     """The read-only /grading/lib: the runner with its protocol, the helpers' contract and its test
-    driver, the otter stand-in, and stubs of slow optional imports."""
+    driver, the otter stand-in, stubs of slow optional imports, and matplotlib's font list."""
     lib = folder / "lib"
     (lib / "otter").mkdir(parents=True, exist_ok=True)
     for source, name in ((RUNNER, RUNNER_FILE), (Path(protocol.__file__), PROTOCOL_FILE),
@@ -56,8 +56,19 @@ def runner_library(folder: Path) -> Path:
                                                golden_outbox_env=contract.GOLDEN_OUTBOX_ENV))
     for module in SLOW_OPTIONAL_IMPORTS:
         (lib / f"{module}.py").write_text(f'raise ImportError("{module} is left out of the grading sandbox")\n')
+    write_font_list(lib / FONT_LIST_DIR)
     open_up(lib)
     return lib
+
+
+def write_font_list(folder: Path) -> None:
+    """matplotlib's font list as the grader's matplotlib knows it (read from its own cache), for the
+    runner to hand each kernel: it is the same venv and the same system fonts. A font the sandbox
+    cannot see makes matplotlib rebuild the list there, which is only slower."""
+    from matplotlib import font_manager
+
+    folder.mkdir(exist_ok=True)
+    font_manager.json_dump(font_manager.fontManager, folder / f"fontlist-v{font_manager.FontManager.__version__}.json")
 
 
 def executed_notebook(run: SandboxRun) -> str | None:

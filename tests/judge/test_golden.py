@@ -207,6 +207,28 @@ def test_the_runner_library_runs_alone_and_speaks_the_protocol(tmp_path):
     assert (lib / "otter" / "__init__.py").read_text().count("class Notebook") == 1
 
 
+def test_the_runner_hands_each_kernel_the_graders_matplotlib_font_list(tmp_path):
+    """A sandbox starts with an empty matplotlib folder: without the grader's font list, importing
+    pyplot there scans every system font again (seconds per submission). The runner copies it in,
+    and matplotlib reads it rather than writing a new one."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox.session import runner_library
+
+    lib = runner_library(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    probe = ("import os, pathlib, course_runner as r; r.private_folders(); "
+             "folder = pathlib.Path(os.environ['MPLCONFIGDIR']); "
+             "stamps = lambda: {p.name: p.stat().st_mtime_ns for p in folder.glob('fontlist-*.json')}; "
+             "before = stamps(); import matplotlib.pyplot; print(len(before), before == stamps())")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(lib), "TMPDIR": str(tmp_path / "tmp"),
+                               "HOME": str(tmp_path), "MPLBACKEND": "Agg"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "True"], done.stdout  # one list, read, not rebuilt
+
+
 # ----------------------------------------------------------------------------- measures of raw values
 def causal_like(x: torch.Tensor) -> torch.Tensor:
     """A stand-in for a student's function: a prefix sum (output i uses positions j <= i)."""

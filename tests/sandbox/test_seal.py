@@ -15,8 +15,9 @@ import nbformat
 import pytest
 
 from tests.support.adversarial import make_attacks, with_attack
-from autograder.grade.grader import Grader, Limits
+from autograder.grade.grader import Grader
 from autograder.layout import Layout
+from tests.support.batches import BATCH_LIMITS, SLUG
 from tests.support.seal_attacks import FORGED, HIDDEN_SOURCE_MARK, row_problems, seal_attacks, traces
 
 ATTACKS = seal_attacks()
@@ -49,7 +50,8 @@ def test_seal_attacks_with_bubblewrap_score_nothing_and_leave_nothing(graded):
 @pytest.fixture(scope="module")
 def posix_graded(submissions, tmp_path_factory):
     """The seal attacks and two honest notebooks graded by ``course grade --sandbox posix``, two at a
-    time, from a course folder only root can read (the seal refuses to start otherwise)."""
+    time, from a course folder only root can read (the seal refuses to start otherwise), with the
+    limits of the batch that grades them under bubblewrap."""
     if os.geteuid() != 0:
         if os.environ.get("CI"):
             pytest.fail("POSIX separation needs root (a uid to drop to)")
@@ -76,7 +78,7 @@ def posix_graded(submissions, tmp_path_factory):
     out = private / "results"
     umask = os.umask(0o077)  # a root grader's strict umask: every folder the uid needs gets its mode explicitly
     try:
-        rows = Grader(Layout(course), subs, out, Limits(timeout=40, memory_mb=3072), jobs=2,
+        rows = Grader(Layout(course), subs, out, BATCH_LIMITS[SLUG], jobs=2,
                       sandbox_mode="posix").run(log=lambda *a: None)
     finally:
         os.umask(umask)

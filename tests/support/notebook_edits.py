@@ -100,7 +100,17 @@ def pack_wrong(variants: list, master, size: int = 4, prefix: str = "wrong") -> 
     the variants' own sources. Static: a test that finds functions by ``globals()`` would escape.
     A variant with ``must_keep`` (hidden tests it must still pass) is always graded alone."""
     sources = [cell.source for cell in master.cells if cell.cell_type == "code"]
-    tests = {name for name in definitions(sources) if name.startswith("test_")}
+    base = definitions(sources)  # parsed once: the uses of several sources are the union of each one's
+    tests = {name for name in base if name.startswith("test_")}
+    own = {id(variant): definitions([src for _, src in _edits(variant)]) for variant in variants}
+
+    def uses_with(members: list[dict]) -> dict[str, set[str]]:
+        uses = {name: set(names) for name, names in base.items()}
+        for member in members:
+            for name, names in own[id(member)].items():
+                uses.setdefault(name, set()).update(names)
+        return uses
+
     groups: list[list[dict]] = []
     for variant in variants:
         must = set(variant["must_lose"]) | set(variant.get("must_fail_public", ())) | set(variant.get("must_keep", ()))
@@ -111,7 +121,7 @@ def pack_wrong(variants: list, master, size: int = 4, prefix: str = "wrong") -> 
             continue
         for group in groups:
             members = group + [variant]
-            uses = definitions(sources + [src for v in members for _, src in _edits(v)])
+            uses = uses_with(members)
             if len(group) < size and not any(m.get("must_keep") for m in group) and all(
                     not set(edited_functions(a)) & reached(set(b["must_lose"]) | set(b.get("must_fail_public", ())), uses)
                     for a in members for b in members if a is not b):

@@ -91,8 +91,8 @@ def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
     }
 
 
-__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR", "GOLDEN_MODE_ENV",
-           "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
+__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR",
+           "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
            "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
            "NOTEBOOK_FILE", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
            "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "TEST_DRIVER_FILE", "job", "sandbox_environment", "thread_settings"]

@@ -23,12 +23,12 @@ import tempfile
 from pathlib import Path
 
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
-    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR, JOB_FILE,
-                                 NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+    from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR,
+                                 JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                  SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 except ImportError:  # imported from the package (by the tests)
-    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR, JOB_FILE,
-                                             NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+    from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR,
+                                             JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                              SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))

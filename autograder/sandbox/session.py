@@ -24,9 +24,9 @@ from helpers.core.models import model_cache_dir
 from autograder.autograder_zip import Autograder, open_up
 from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
-from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PROTOCOL_FILE,
-                       RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS, SANDBOX_SUBMISSION, SUBMISSION_ENV,
-                       TEST_DRIVER_FILE)
+from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, JOB_FILE, NOTEBOOK,
+                       NOTEBOOK_FILE, PROTOCOL_FILE, RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS,
+                       SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST_DRIVER_FILE)
 from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job
 from autograder.sandbox.choose import close_seal, open_seal
 from autograder.sandbox.seal import SandboxRun, SandboxUnavailable, grading_temp_base

@@ -19,7 +19,7 @@ LIMITS = Limits(timeout=60, memory_mb=3072)
 BATCH_LIMITS = {  # the batches that need other limits than LIMITS
     # its notebook grades in about 10 s two at a time (under 400 MB), and its batch holds the samples
     # and attacks that must run into the time or memory limit: lower limits end those sooner (this
-    # machine fills memory at about 250 MB/s), with each honest notebook still far inside them
+    # machine fills memory at 125 to 250 MB/s), with each honest notebook still far inside them
     "kernel_attention": Limits(timeout=25, memory_mb=2048),
     # the notebook holds both pretrained models and its tests load their own copies
     "visualizing_attention": Limits(timeout=60, memory_mb=4096),

@@ -6,7 +6,6 @@ What the fixtures and the tests share (the constants, writing and grading a batc
 is in ``support/batches.py``: no module imports this one.
 """
 
-import importlib
 import os
 from pathlib import Path
 
@@ -22,13 +21,15 @@ import nbformat  # noqa: E402
 from tests.support.adversarial import Listener  # noqa: E402
 from autograder.build.assign import build  # noqa: E402
 from autograder.layout import OUT_ENV, Layout  # noqa: E402
-from tests.support.batches import BATCH_LIMITS, LIMITS, REPO, SLUG, GradedAssignment, grade_batch, tree_digest, write_batch  # noqa: E402
+from tests.support.batches import (BATCH_LIMITS, LIMITS, REPO, SLUG, BatchPreparation, GradedAssignment,  # noqa: E402
+                                   grade_batch, tree_digest)
 
 
 #: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
 #: through another fixture) is marked ``batch`` and left out of the fast lane (``make test-fast``:
 #: ``pytest -m "not batch"``).
-BATCH_FIXTURES = {"fresh_notebooks", "submissions", "graded", "assignment_batch", "gradescope", "nbgrader_courses"}
+BATCH_FIXTURES = {"batch_preparation", "fresh_notebooks", "submissions", "graded", "assignment_batch", "gradescope",
+                  "nbgrader_courses"}
 
 
 def pytest_collection_modifyitems(items):
@@ -47,8 +48,39 @@ def layout(tmp_path_factory):
     return Layout(REPO, out)
 
 
+def batches_to_grade(items) -> list[str]:
+    """The assignments whose batch the selected tests grade, in the order of the layout."""
+    slugs = Layout(REPO).slugs()
+    wanted = set()
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & {"submissions", "graded", "gradescope"}:
+            wanted.add(SLUG)
+        if "nbgrader_courses" in names:  # its courses carry the golden values of every batch's build
+            wanted.update(slugs)
+        if "assignment_batch" in names:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            wanted.add(params.get("slug") or getattr(item.module, "SLUG", SLUG))
+    return [slug for slug in slugs if slug in wanted]
+
+
 @pytest.fixture(scope="session")
-def fresh_notebooks(layout, tmp_path_factory):
+def batch_preparation(layout, tmp_path_factory, request):
+    """Every batch the selected tests grade, built and written two at a time (BatchPreparation)."""
+    from helpers.submission import latex_available
+
+    kinds = {SLUG: ("with_pdf", "without_latex") if latex_available() else ("without_latex",)}
+    preparation = BatchPreparation(layout, lambda slug: tmp_path_factory.mktemp(f"{slug}_batch"),
+                                   batches_to_grade(request.session.items), kinds)
+    yield preparation
+    preparation.close()
+
+
+@pytest.fixture(scope="session")
+def fresh_notebooks(layout, batch_preparation, tmp_path_factory):
+    """kernel_attention's student notebooks, freshly built (with its batch when the session grades it)."""
+    if SLUG in batch_preparation.wanted:
+        return batch_preparation.get(SLUG).notebooks
     folder = tmp_path_factory.mktemp("notebooks")
     build(layout, SLUG, notebooks_dir=folder, log=lambda *args: None)
     return folder
@@ -62,17 +94,14 @@ def listener():
 
 
 @pytest.fixture(scope="session")
-def submissions(layout, fresh_notebooks, listener, tmp_path_factory):
-    """(folder, expected statuses per file, host paths the attacks aim at)."""
+def submissions(layout, batch_preparation, listener, tmp_path_factory):
+    """(folder, expected statuses per file, host paths the attacks aim at): kernel_attention's
+    prepared batch, with the attacks on the grader added."""
     from tests.support.adversarial import make_attacks, malformed_files, metadata_attack, with_attack
-    from tests.kernel_attention_variants import CORRECT, WRONG
 
-    from helpers.submission import latex_available
-
-    folder = tmp_path_factory.mktemp("submissions")
+    prepared = batch_preparation.get(SLUG)
+    folder, expected = prepared.folder, dict(prepared.expected)
     results = tmp_path_factory.mktemp("results")
-    kinds = ("with_pdf", "without_latex") if latex_available() else ("without_latex",)
-    expected = write_batch(layout, SLUG, fresh_notebooks, folder, WRONG + CORRECT, kinds, grader_samples=True)
     complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
     blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
     # What a student might try against the grader.
@@ -109,9 +138,9 @@ def graded(layout, submissions):
 
 
 @pytest.fixture(scope="session")
-def assignment_batch(layout, tmp_path_factory, request):
-    """``get(slug) -> GradedAssignment``: build the assignment and grade its samples, variants
-    (``tests/<slug>_variants.py``) and a student's export in one sealed run, on first use.
+def assignment_batch(layout, batch_preparation, tmp_path_factory, request):
+    """``get(slug) -> GradedAssignment``: grade the assignment's prepared batch (its samples,
+    variants from ``tests/<slug>_variants.py`` and a student's export) in one sealed run, on first use.
     kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
     batches: dict[str, GradedAssignment] = {}
 
@@ -121,14 +150,10 @@ def assignment_batch(layout, tmp_path_factory, request):
             rows, _ = request.getfixturevalue("graded")
             batches[slug] = GradedAssignment(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
         if slug not in batches:
-            variants = importlib.import_module(f"tests.{slug}_variants")
-            notebooks = tmp_path_factory.mktemp(f"{slug}_notebooks")
-            build(layout, slug, notebooks_dir=notebooks, log=lambda *args: None)
-            folder = tmp_path_factory.mktemp(f"{slug}_submissions")
-            expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, ("without_latex",))
+            prepared = batch_preparation.get(slug)
             limits = BATCH_LIMITS.get(slug, LIMITS)
-            rows = grade_batch(layout, folder, tmp_path_factory.mktemp(f"{slug}_results"), limits)
-            batches[slug] = GradedAssignment(rows, expected, folder, notebooks)
+            rows = grade_batch(layout, prepared.folder, tmp_path_factory.mktemp(f"{slug}_results"), limits)
+            batches[slug] = GradedAssignment(rows, prepared.expected, prepared.folder, prepared.notebooks)
         return batches[slug]
 
     return get

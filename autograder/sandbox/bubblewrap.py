@@ -73,6 +73,12 @@ class BubblewrapSeal(Seal):
                 self.system_binds.append((Path("/etc", name), f"/etc/{name}"))
         self._claim_uids()
 
+    @staticmethod
+    def host_places() -> list[Path]:
+        """None: every host folder a submission sees is bound read-only, and its /tmp, /dev/shm and
+        working folder are its own, in memory, gone with its mount namespace (so no search)."""
+        return []
+
     def inside(self, host: Path, dest: str) -> str:
         return dest
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from autograder.sandbox.bubblewrap import BubblewrapSeal
 from autograder.sandbox.posix import PosixSeal
 from autograder.sandbox.seal import Seal, SandboxUnavailable
-from autograder.sandbox.uids import UidError, UidPool, writable_places
+from autograder.sandbox.uids import UidError, UidPool
 
 #: ``auto`` (bubblewrap where it starts, else POSIX separation as root), ``bubblewrap`` or ``posix``.
 SANDBOX_MODE_ENV = "COURSE_SANDBOX"
@@ -28,24 +28,21 @@ def open_seal(staging: Path, python: Path, mode: str | None = None, jobs: int = 
     mode = mode or os.environ.get(SANDBOX_MODE_ENV) or "auto"
     if mode not in SANDBOX_MODES:
         raise SandboxUnavailable(f"{SANDBOX_MODE_ENV}={mode!r}: expected one of {', '.join(SANDBOX_MODES)}")
-    pool = None
-    if os.geteuid() == 0:
-        try:
-            # two uids a job: a uid is emptied after its run while the job goes on under another
-            pool = UidPool(2 * max(1, jobs), writable_places())
-        except (UidError, OSError) as err:
-            raise SandboxUnavailable(str(err)) from None
     failures = []
     kinds = ([BubblewrapSeal] if mode in ("auto", "bubblewrap") else []) + ([PosixSeal] if mode in ("auto", "posix") else [])
     for kind in kinds:
+        try:  # a root grader's runs each get a fresh uid: two a job, as a uid is emptied after its run
+            pool = UidPool(2 * max(1, jobs), kind.host_places()) if os.geteuid() == 0 else None
+        except (UidError, OSError) as err:
+            raise SandboxUnavailable(str(err)) from None
         try:
             sandbox = kind(python=python, staging=staging, uids=pool)
             sandbox.probe()
             return sandbox
         except SandboxUnavailable as err:
             failures.append(str(err))
-    if pool is not None:
-        pool.close()
+            if pool is not None:
+                pool.close()
     raise SandboxUnavailable("; and ".join(failures))
 
 

@@ -120,8 +120,9 @@ _places: tuple[float, list[Path]] | None = None
 def writable_places() -> list[Path]:
     """Every folder a uid owning nothing could write: world-writable folders reachable by others
     (all file systems but /proc and /sys; folders it cannot enter are not searched, since nothing
-    inside them is within its reach). Searched when a grading run starts (about 2 s here), and
-    again by a later run of the same process once PLACES_SECONDS have passed."""
+    inside them is within its reach). Searched when a run under POSIX separation starts (about 4 s
+    on the test machine; bubblewrap's submissions write no host folder and need none), and again by
+    a later run of the same process once PLACES_SECONDS have passed."""
     global _places
     if _places is None or time.monotonic() - _places[0] > PLACES_SECONDS:
         _places = (time.monotonic(), _search_places())

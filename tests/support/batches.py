@@ -5,13 +5,20 @@ how a row is read."""
 from __future__ import annotations
 
 import hashlib
+import importlib
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from autograder.grade.grader import Grader, Limits
+from autograder.layout import Layout
+from autograder.limits import threads_per_job
 from autograder.samples import write_samples
+from autograder.sandbox.protocol import thread_settings
 
 SLUG = "kernel_attention"
 REPO = Path(__file__).resolve().parents[2]
@@ -97,6 +104,75 @@ def write_batch(layout, slug, notebooks_dir, folder, variants, latex_kinds, grad
         exported.rename(folder / "exports" / f"{kind}.zip")
         expected[f"exports/{kind}.zip"] = ("ok",)
     return expected
+
+
+#: Batches prepared at once (each a build and a student's run in one kernel: one core each).
+PREPARATION_JOBS = 2
+
+
+@dataclass
+class PreparedBatch:
+    """An assignment built into ``notebooks`` and its submissions written into ``folder``, whose
+    parent is the batch's own (it holds the students' runs, ``student_<kind>/``)."""
+
+    notebooks: Path
+    folder: Path
+    expected: dict
+
+
+def prepare_batch(root: str, out: str, slug: str, base: str, latex_kinds: tuple, grader_samples: bool,
+                  jobs: int) -> PreparedBatch:
+    """In a worker process, one of ``jobs``: build ``slug`` and write its batch (:func:`write_batch`)
+    under ``base``, with the kernels it starts given their share of the cores."""
+    os.environ.update(thread_settings(threads_per_job(jobs)))
+    from autograder.build.assign import build
+
+    layout, base = Layout(Path(root), Path(out)), Path(base)
+    notebooks, folder = base / "notebooks", base / "submissions"
+    folder.mkdir(parents=True)
+    build(layout, slug, notebooks_dir=notebooks, log=lambda *args: None)
+    variants = importlib.import_module(f"tests.{slug}_variants")
+    expected = write_batch(layout, slug, notebooks, folder, variants.WRONG + variants.CORRECT, latex_kinds, grader_samples)
+    return PreparedBatch(notebooks, folder, expected)
+
+
+class BatchPreparation:
+    """Builds and writes the suite's batches ahead of their grading, PREPARATION_JOBS at a time.
+
+    A build and a student's run each keep one core busy, and grading a batch keeps both: preparing
+    every batch the session will grade before the first is graded fills the core the other would
+    leave idle. ``wanted`` are those batches; one asked for outside them is prepared on its own.
+    """
+
+    def __init__(self, layout, base_folder, wanted: list[str], latex_kinds: dict[str, tuple],
+                 jobs: int = PREPARATION_JOBS):
+        self.layout, self.base_folder, self.wanted, self.latex_kinds = layout, base_folder, wanted, latex_kinds
+        self.jobs = jobs
+        self.futures: dict[str, Future] = {}
+        self.pool: ProcessPoolExecutor | None = None
+
+    def _submit(self, slug: str) -> None:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
+        self.futures[slug] = self.pool.submit(
+            prepare_batch, str(self.layout.root), str(self.layout.out), slug, str(self.base_folder(slug)),
+            self.latex_kinds.get(slug, ("without_latex",)), slug == SLUG, self.jobs)
+
+    def get(self, slug: str) -> PreparedBatch:
+        """The prepared batch of ``slug``; the first call starts every wanted one, and waits for all
+        of them (grading the first while the rest are prepared would slow both)."""
+        if not self.futures and slug in self.wanted:
+            for each in self.wanted:
+                self._submit(each)
+            for future in list(self.futures.values()):
+                future.exception()  # wait; a failure is raised by the get() that asks for that batch
+        if slug not in self.futures:
+            self._submit(slug)
+        return self.futures[slug].result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def failures(row: dict, hidden: bool) -> set[str]:

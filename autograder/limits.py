@@ -29,9 +29,18 @@ class SandboxLimits:
 #: and of nbgrader's executions.
 DEFAULT_LIMITS = SandboxLimits()
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a container's cpuset, a pinned share),
+    else every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS and Windows have no affinity call
+        return os.cpu_count() or 1
+
+
 def threads_per_job(jobs: int) -> int:
-    """Torch/OpenMP threads for each of ``jobs`` at once: the machine's cores shared among them."""
-    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+    """Torch/OpenMP threads for each of ``jobs`` at once: the usable cores shared among them."""
+    return max(1, usable_cores() // max(1, jobs))
 
 
 def over_time(limits: SandboxLimits) -> str:

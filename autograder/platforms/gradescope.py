@@ -67,7 +67,7 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
 
         from autograder.sandbox.session import SandboxPool
 
-        with SandboxPool(1, threads=os.cpu_count() or 1, private=[root]) as pool:
+        with SandboxPool(1, private=[root]) as pool:  # torch's threads: the container's cores
             autograder = pool.autograder(root / SOURCE_DIR)
             if autograder.needs_bundled_gpt:  # the image's setup converted it; again if that step was skipped
                 from helpers.core.models import prepare_bundled_gpt

@@ -69,13 +69,22 @@ NOTEBOOK, CELLS_DONE, TEST, DONE, RUNNER_ERROR = "notebook", "cells_done", "test
 GRADING_SETTING = "grading"
 
 
-def thread_settings(threads: int) -> dict[str, str]:
-    """torch's threads for one kernel among several: ``threads`` each, idle ones sleeping (OpenMP's
-    default spinning takes the cores from the other jobs)."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), WAIT_POLICY_ENV: WAIT_POLICY}
+#: How long an idle OpenMP thread of torch's spins before it sleeps when its job has cores of its
+#: own: libgomp's default when no policy is named. It is named here (with ACTIVE) because a kernel
+#: given no policy would follow the load (helpers.cpu) and change its thread count.
+SPIN_BEFORE_SLEEP = {WAIT_POLICY_ENV: "ACTIVE", "GOMP_SPINCOUNT": "300000"}
 
 
-def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
+def thread_settings(threads: int, *, shared_cores: bool = True) -> dict[str, str]:
+    """torch's threads for one kernel: ``threads``, fixed. With ``shared_cores`` (the jobs' threads
+    together outnumber the cores) idle threads sleep at once, as spinning would take a core another
+    job needs; without, they spin briefly first: sleeping at once made a notebook's tests of many
+    small operations about twice as slow (benchmarks/submission_time.py)."""
+    counts = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    return {**counts, WAIT_POLICY_ENV: WAIT_POLICY} if shared_cores else {**counts, **SPIN_BEFORE_SLEEP}
+
+
+def sandbox_environment(venv_bin: str, threads: int, *, shared_cores: bool = True) -> dict[str, str]:
     """What every sandboxed run starts with (the seal adds its own HOME and TMPDIR, the pool the paths)."""
     return {
         "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
@@ -86,7 +95,7 @@ def sandbox_environment(venv_bin: str, threads: int) -> dict[str, str]:
         "MPLBACKEND": "Agg",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        **thread_settings(threads),
+        **thread_settings(threads, shared_cores=shared_cores),
         SETTING_ENV: GRADING_SETTING,
     }
 

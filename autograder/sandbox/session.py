@@ -27,7 +27,7 @@ from autograder.sandbox import protocol
 from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, JOB_FILE, NOTEBOOK,
                        NOTEBOOK_FILE, PROTOCOL_FILE, RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS,
                        SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST_DRIVER_FILE)
-from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job
+from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job, usable_cores
 from autograder.sandbox.choose import close_seal, open_seal
 from autograder.sandbox.seal import SandboxRun, SandboxUnavailable, grading_temp_base
 from autograder.templates import render
@@ -94,6 +94,8 @@ class SandboxPool:
                  private: list[Path] = ()):
         self.jobs = max(1, jobs)
         self.threads = threads or threads_per_job(self.jobs)
+        # more threads than cores (REFERENCE_THREADS in the suite, or --jobs above the cores): idle ones sleep
+        self.shared_cores = self.jobs * self.threads > usable_cores()
         self.mode, self.private = mode, list(private)
         self.seal = None
         self._autograders: dict[Path, Autograder] = {}
@@ -187,7 +189,7 @@ class SandboxPool:
         seal = self.seal
         binds = [(self.lib, SANDBOX_LIB), (autograder.assets, SANDBOX_ASSETS), (submission, SANDBOX_SUBMISSION)]
         seen = {dest: seal.inside(host, dest) for host, dest in binds}
-        env = protocol.sandbox_environment(str(Path(sys.executable).parent), self.threads)
+        env = protocol.sandbox_environment(str(Path(sys.executable).parent), self.threads, shared_cores=self.shared_cores)
         env.update({"PYTHONPATH": f"{seen[SANDBOX_LIB]}:{seen[SANDBOX_ASSETS]}",
                     SUBMISSION_ENV: seen[SANDBOX_SUBMISSION], ASSETS_ENV: seen[SANDBOX_ASSETS]})
         if return_notebook:  # the notebook is wanted for its plots: Jupyter's inline backend, not Agg

@@ -213,3 +213,27 @@ def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
         assert group.peak_mb() >= 95
     finally:
         assert group.kill() == [] and group.remove()
+
+
+@pytest.mark.parametrize("jobs, threads_per_core", [(1, None), (2, 2)])
+def test_a_grading_kernel_keeps_its_threads_and_sleeps_at_once_only_on_shared_cores(tmp_path, jobs, threads_per_core):
+    """A grade never depends on the load: the kernel's torch team is fixed either way. Its idle threads
+    spin briefly when the jobs' threads fit the cores, and sleep at once when they outnumber them."""
+    import subprocess
+
+    from autograder.limits import usable_cores
+    from autograder.sandbox import protocol
+    from autograder.sandbox.session import SandboxPool
+
+    cores = usable_cores()
+    pool = SandboxPool(jobs, threads=threads_per_core and threads_per_core * cores)  # not started: its settings only
+    env = protocol.sandbox_environment(str(Path(sys.executable).parent), pool.threads, shared_cores=pool.shared_cores)
+    code = "import torch, helpers, os; print(helpers.threading_policy(), os.environ['OMP_WAIT_POLICY'], os.environ['OMP_NUM_THREADS'])"
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "HOME": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if threads_per_core:  # 2 jobs of twice the cores each
+        assert done.stdout.split() == ["passive", "PASSIVE", str(2 * cores)]
+    else:
+        assert done.stdout.split() == ["as", "set", "by", "the", "environment", "ACTIVE", str(cores)]
+        assert env["GOMP_SPINCOUNT"] == "300000"  # libgomp's default spin: brief, then sleep

@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 from autograder.layout import OUT_ENV, Layout
-from autograder.sandbox.protocol import GRADING_SETTING
-from helpers.core.contract import SETTING_ENV
+from autograder.sandbox.protocol import GRADING_SETTING, SETTING_ENV
 from helpers.submission import latex_available
 
 REPO = Path(__file__).resolve().parents[1]

@@ -84,29 +84,22 @@ def gradescope(root_only, layout, uploads, tmp_path_factory):
     private = tmp_path_factory.mktemp("gradescope_zip")
     private.chmod(0o700)
     zip_path = Path(shutil.copy(layout.autograder_zip(SLUG), private))
-    # one per worker: its sandbox uids (two graders with one uid would kill each other's processes)
-    # and its core, as a container of one CPU (the grader starts as many torch threads as it has cores)
-    workers = queue.Queue()
-    cores = sorted(os.sched_getaffinity(0))
-    for i, base in enumerate((64100, 64110)):
-        workers.put((base, {cores[i % len(cores)]}))
+    uid_bases = queue.Queue()  # one per worker: two graders with one uid would kill each other's processes
+    for base in (64100, 64110):
+        uid_bases.put(base)
 
-    def run(item, base=64100, env=None):
+    def run(item, env=None):
         name, path = item
-        return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base), **(env or {})})
-
-    def run_beside_another(item):
-        base, core = workers.get()
+        base = uid_bases.get()
         try:
-            os.sched_setaffinity(0, core)  # this thread's: the grader it starts inherits it
-            return run(item, base)
+            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base), **(env or {})})
         finally:
-            workers.put((base, core))
+            uid_bases.put(base)
 
     alone = {name: path for name, path in uploads.items() if name in WITHOUT_CGROUPS}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(pool.map(run_beside_another, sorted((n, p) for n, p in uploads.items() if n not in alone)))
-    results.update(run(item, env={"COURSE_CGROUP": "off"}) for item in sorted(alone.items()))
+        results = dict(pool.map(run, sorted((n, p) for n, p in uploads.items() if n not in alone)))
+    results.update(run(item, {"COURSE_CGROUP": "off"}) for item in sorted(alone.items()))
     return results
 
 

@@ -82,7 +82,8 @@ def cmd_pdf(args) -> int:
 def cmd_gradescope_check(args) -> int:
     from autograder.platforms.gradescope import emulate
 
-    results = emulate(Path(args.zip).resolve(), Path(args.submission).resolve(), mode=args.sandbox)
+    results = emulate(Path(args.zip).resolve(), Path(args.submission).resolve(), mode=args.sandbox,
+                      memory_mb=args.memory)
     log = results.pop("_log", "")
     if args.verbose:
         print(log)
@@ -213,6 +214,9 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("submission", help="a notebook or an export zip, as a student uploads it")
     gs.add_argument("--sandbox", choices=("posix", "bubblewrap", "auto"), default="posix",
                     help="the seal the grader must use (default posix: Gradescope's containers have no user namespaces)")
+    gs.add_argument("--memory", type=int, metavar="MB",
+                    help="the container's memory, as set in the assignment's Autograder Settings on Gradescope "
+                         "(its default is 768); by default this machine's")
     gs.add_argument("--json", action="store_true", help="print results.json as Gradescope reads it")
     gs.add_argument("--verbose", action="store_true", help="also print what the autograder printed")
     gs.set_defaults(func=cmd_gradescope_check)

@@ -9,7 +9,7 @@ in its job file (:func:`runner_caps`), never from a copy of this module.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 # ----------------------------------------------------------------------------- a sandbox's run
@@ -28,6 +28,22 @@ class SandboxLimits:
 #: The limits of ``course grade`` (unless its options say otherwise), of the Gradescope autograder
 #: and of nbgrader's executions.
 DEFAULT_LIMITS = SandboxLimits()
+
+#: What the grader keeps for itself where one memory limit holds it and the submission together (a
+#: Gradescope container): its own Python and the judge (about 100 MB), and what the meter's polling
+#: lets a fast allocation overshoot by before the submission is stopped.
+GRADER_ROOM_MB = 256
+
+
+def limits_within(limits: SandboxLimits, allowed_mb: int | None) -> SandboxLimits:
+    """``limits`` with the submission's memory cut to fit where the grader and the submission
+    together may use ``allowed_mb`` (None: no such limit), the grader's room kept: past it the
+    container's kernel kills a process, perhaps the grader, and no result is written."""
+    if allowed_mb is None:
+        return limits
+    fits = max(allowed_mb // 2, allowed_mb - GRADER_ROOM_MB)
+    return replace(limits, memory_mb=min(limits.memory_mb, fits))
+
 
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity (a container's cpuset, a pinned share),

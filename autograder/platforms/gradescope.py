@@ -41,12 +41,9 @@ from autograder.autograder_zip import ENTRY_FILE, GRADESCOPE_ROOT, SOURCE_DIR, A
 from autograder.grade.results import limits_record, now
 from autograder.grade.row import Status
 from autograder.grade.submissions import InvalidSubmission, find_upload, read_submission_notebook
-from autograder.limits import DEFAULT_LIMITS
+from autograder.limits import DEFAULT_LIMITS, limits_within
 from autograder.sandbox.choose import SANDBOX_MODE_ENV
 from autograder.sandbox.seal import SandboxUnavailable
-
-#: The limits on Gradescope: ``course grade``'s defaults (Gradescope's own timeout is longer).
-
 
 def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
     """Grade ``<autograder_dir>/submission`` sealed; write ``results/results.json``. Exit status 0
@@ -65,17 +62,24 @@ def main(autograder_dir: str = GRADESCOPE_ROOT) -> int:
             return _write(results, invalid_results(str(err)))
         import nbformat
 
+        from autograder.sandbox.cgroups import memory_allowed_mb
         from autograder.sandbox.session import SandboxPool
 
+        # the container's memory setting (768 MB unless the instructor raised it) holds this grader
+        # and the submission together: a submission stopped at course grade's 4096 MB would have
+        # been killed by the container first, and perhaps this grader with it, leaving no result
+        container_mb = memory_allowed_mb()
+        limits = limits_within(DEFAULT_LIMITS, container_mb)
+        print(f"memory limit {limits.memory_mb} MB" + (f" (the container allows {container_mb} MB)" if container_mb else ""))
         with SandboxPool(1, private=[root]) as pool:  # torch's threads: the container's cores
             autograder = pool.autograder(root / SOURCE_DIR)
             if autograder.needs_bundled_gpt:  # the image's setup converted it; again if that step was skipped
                 from helpers.core.models import prepare_bundled_gpt
 
                 prepare_bundled_gpt()
-            result, _ = pool.grade(autograder, nbformat.writes(notebook), DEFAULT_LIMITS)
+            result, _ = pool.grade(autograder, nbformat.writes(notebook), limits)
         result.update(assignment=autograder.name, autograder_sha256=autograder.sha256,
-                      limits=limits_record(DEFAULT_LIMITS), graded_at=now())
+                      limits=limits_record(limits), graded_at=now())
         output = gradescope_results(result, time.perf_counter() - started)
         print(f"{output['score']:g} / {result['possible']:g} points; status {result['status']}; "
               f"graded sealed ({result['sandbox']})")
@@ -188,12 +192,14 @@ def prepare_image() -> None:
 
 
 def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: float = 900,
-            env: dict[str, str] | None = None) -> dict:
+            env: dict[str, str] | None = None, memory_mb: int | None = None) -> dict:
     """Run the autograder zip as Gradescope does, here: the zip unpacked into ``source``, the upload
     in ``submission``, a temp folder bound at ``/autograder`` in a private mount namespace, its
     ``run_otter.py`` run as root with this Python. ``mode`` is the seal the grader must use
-    (``posix``, as in Gradescope's containers); ``env`` adds to the grader's environment. Returns
-    the ``results.json`` written, with the grader's printed output under ``"_log"``."""
+    (``posix``, as in Gradescope's containers); ``env`` adds to the grader's environment;
+    ``memory_mb`` is the container's memory (Gradescope's Autograder Settings), made a control
+    group's limit on the whole run (None: this machine's). Returns the ``results.json`` written,
+    with the grader's printed output under ``"_log"``."""
     from autograder.layout import CourseError
 
     if os.geteuid() != 0:
@@ -214,10 +220,10 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
         with zipfile.ZipFile(zip_path) as zf:
             zf.extractall(folder / SOURCE_DIR)
         shutil.copy(submission, folder / "submission" / Path(submission).name)
-        with _mount_point(Path(GRADESCOPE_ROOT)):
+        with _mount_point(Path(GRADESCOPE_ROOT)), _container(memory_mb) as join:
             bind = 'mount --bind "$1" "$2"; shift 2; exec "$@"'
-            done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind, "sh",
-                                   str(folder), GRADESCOPE_ROOT, sys.executable,
+            done = subprocess.run([*join, "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind,
+                                   "sh", str(folder), GRADESCOPE_ROOT, sys.executable,
                                    f"{GRADESCOPE_ROOT}/{SOURCE_DIR}/{ENTRY_FILE}"],
                                   env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True,
                                   text=True, timeout=timeout)
@@ -227,6 +233,27 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
         output = json.loads(results.read_text(encoding="utf-8"))
         output["_log"] = (done.stdout + done.stderr)[-3000:]
         return output
+
+
+@contextlib.contextmanager
+def _container(memory_mb: int | None):
+    """A command prefix that puts the emulated container in a control group of ``memory_mb``
+    (nothing when None); the group is killed and removed afterwards."""
+    if memory_mb is None:
+        yield []
+        return
+    from autograder.layout import CourseError
+    from autograder.sandbox.cgroups import GROUP_PREFIX, find_home
+
+    home, why = find_home()
+    if home is None:
+        raise CourseError(f"a container's memory cannot be emulated here: {why}")
+    group = home.new_group(f"{GROUP_PREFIX}{os.getpid()}-container-{time.monotonic_ns()}", memory_mb, 4096)
+    try:
+        yield group.join_command()
+    finally:
+        group.kill()
+        group.remove()
 
 
 @contextlib.contextmanager

@@ -168,6 +168,51 @@ def find_home() -> tuple[CgroupHome | None, str]:
     return None, "no control group can be made here (read-only or not delegated): the meter counts alone"
 
 
+def _limited_memory_groups() -> list[tuple[Path, int, int]]:
+    """(folder, cgroup version, limit in bytes) of this process's memory control group and the
+    groups above it that have a limit below the machine's memory (a container's)."""
+    mounts, own = _cgroup_mounts(), _own_cgroups()
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        machine = 1 << 62
+    found = []
+    for hierarchy, controller, version in (("cgroup2", "", 2), ("memory", "memory", 1)):
+        if hierarchy not in mounts or controller not in own:
+            continue
+        top, folder = mounts[hierarchy][0], _folder(mounts[hierarchy], own[controller])
+        while True:  # "max" (v2), a missing file and v1's huge number for none all fall out
+            value = _read(folder / ("memory.max" if version == 2 else "memory.limit_in_bytes")).strip()
+            if value.isdigit() and int(value) < machine:
+                found.append((folder, version, int(value)))
+            if folder == top or folder.parent == folder:
+                break
+            folder = folder.parent
+    return found
+
+
+def memory_allowed_mb() -> int | None:
+    """The memory this process and everything it starts may use together: the smallest limit on
+    its control groups and the groups above them (a container's memory setting), in MB; None when
+    none is set below the machine's memory, or none can be read."""
+    limits = [limit for _, _, limit in _limited_memory_groups()]
+    return min(limits) >> 20 if limits else None
+
+
+def container_oom_kills() -> int:
+    """How many processes the kernel has killed for the memory limits of this process's own limited
+    control groups (a container's; 0 outside one): read-only, so it works where no group can be
+    made, as on Gradescope."""
+    kills = 0
+    for folder, version, _ in _limited_memory_groups():
+        text = _read(folder / ("memory.events" if version == 2 else "memory.oom_control"))
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                kills += int(value)
+    return kills
+
+
 def _usable_v2(folder: Path) -> CgroupHome | None:
     """This cgroup v2 folder, if its children can have memory and pids controllers set by us."""
     wanted = {"memory", "pids"}

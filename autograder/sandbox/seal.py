@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.limits import GROUP_TASK_SLACK, LAUNCHER_PROCESSES, MAX_FILES, THREADS_PER_PROCESS, SandboxLimits
-from autograder.sandbox.cgroups import CgroupHome, RunGroup, find_home
+from autograder.sandbox.cgroups import CgroupHome, RunGroup, container_oom_kills, find_home, memory_allowed_mb
 from autograder.sandbox.holdings import Meter, alive, descendants
 from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
 from autograder.sandbox.streams import Drain, Lines, Replies
@@ -62,6 +62,11 @@ EXACT_EVERY = 10
 LIFELINE = render("lifeline.sh.tmpl", channel_env=CHANNEL_ENV, lifeline_env=LIFELINE_ENV)
 #: The submission's writable working folder inside the bubblewrap sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
+#: Starts every sandbox: the first processes the kernel's OOM killer ends when the machine or a
+#: container runs out of memory are the submission's, not the grader's (which must write the result).
+#: Only a grader with CAP_SYS_RESOURCE (not Docker's root) keeps a hostile run from lowering it again;
+#: the memory limit, which leaves the grader room in a container, is what holds then.
+KILLED_FIRST = ["sh", "-c", 'echo 1000 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"', "sh"]
 #: Where a grading run keeps its shared files, tried in order: the first that a uid owning nothing
 #: can traverse (a private TMPDIR, as clusters set, would hide the staging folders from the sandbox).
 TEMP_CANDIDATES = (None, "/tmp", "/var/tmp", "/dev/shm")  # None: tempfile.gettempdir()
@@ -250,6 +255,7 @@ class Seal:
             command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
             if group is not None:  # joined while still root, before anything of the run starts
                 command = [*group.join_command(), *command]
+            command = [*KILLED_FIRST, *command]
             meter = self._meter(uid, place)
             started = time.perf_counter()
             try:
@@ -301,6 +307,9 @@ class Seal:
                 if unseen > limits.memory_mb:
                     result.killed_for, result.memory_parts = "memory", {MachineMemory.PART: unseen}
                     break
+                if machine and (ran_out := machine.container_ran_out()):
+                    result.killed_for, result.memory_parts = "memory", ran_out
+                    break
                 cause = "size" if held.disk_mb > limits.disk_mb else "files" if held.files > MAX_FILES else \
                     "depth" if held.too_deep else None
                 if cause:
@@ -320,6 +329,8 @@ class Seal:
                 if left or not group.remove():
                     result.leftovers.append("processes of its control group survived the kill")
             if machine:
+                if result.killed_for is None and (ran_out := machine.container_ran_out()):  # between two polls
+                    result.killed_for, result.memory_parts = "memory", ran_out
                 machine.close()
             os.close(lifeline_w)
             replies.stop()
@@ -357,6 +368,8 @@ class MachineMemory:
     one submission per container; ``--jobs 1``): with another run beside it, it says nothing."""
 
     PART = "memory the machine lost while it ran (socket buffers, files in flight)"
+    #: When the container's kernel killed a process of the run for the container's memory limit.
+    OUT_OF_MEMORY = "all the memory its container allows, when the kernel killed it"
 
     def __init__(self, seal: "Seal"):
         self.seal, self.start = seal, next(Seal._starts)
@@ -364,6 +377,16 @@ class MachineMemory:
             self.alone = not Seal._active
             Seal._active.add(self.start)
         self.baseline = _available_mb()
+        self.oom_kills = container_oom_kills()
+
+    def container_ran_out(self) -> dict[str, float] | None:
+        """What a memory kill says, if the container's kernel killed a process for its memory limit
+        while this run was the only one (the grader's own processes are killed last: KILLED_FIRST)."""
+        with Seal._active_lock:
+            self.alone = self.alone and Seal._active == {self.start}
+        if self.alone and container_oom_kills() > self.oom_kills:
+            return {self.OUT_OF_MEMORY: float(memory_allowed_mb() or 0)}
+        return None
 
     def lost_mb(self) -> float:
         with Seal._active_lock:

@@ -6,7 +6,8 @@ this machine (a temp folder bound at /autograder in a private mount namespace) a
 grader's POSIX separation, the mode Gradescope's containers get. The three one-cell forgeries that
 give a wrong notebook full marks under stock otter (the control below) must score what the wrong
 notebook scores honestly; the complete sample, its export zip and a known-wrong variant score as
-`course grade` scores them; the repository's attacks score nothing and leave nothing running.
+`course grade` scores them; the repository's attacks score nothing and leave nothing running; all of
+it inside a container of Gradescope's default memory, which the zip leaves the grader room in.
 """
 
 import json
@@ -22,6 +23,7 @@ import pytest
 from tests.support.adversarial import GRADESCOPE_ATTACKS, MARKER, with_attack, wrong_everywhere
 from autograder.platforms.gradescope import emulate
 from autograder.grade.grader import Limits
+from autograder.limits import GRADER_ROOM_MB
 from autograder.grade.unsealed import run_worker
 from tests.support.batches import SLUG, variant_notebook
 from tests.support.seal_attacks import FORGED, HIDDEN_SOURCE_MARK, processes_with, seal_attacks, traces
@@ -34,6 +36,10 @@ THROUGH_THE_ZIP = {a["name"] for a in seal_attacks()} | {
 #: Graded one at a time with no control group (COURSE_CGROUP=off), as in Gradescope's containers, where
 #: memory no /proc reading shows is counted as what the machine lost while the one run went on; with
 #: the complete sample, which must keep full marks there too. The rest go two at once, kernel-counted.
+#: Every upload runs in a container of Gradescope's default memory (Autograder Settings), which holds
+#: the grader and the submission together: the zip cuts its memory limit to leave the grader room.
+CONTAINER_MB = 768
+SUBMISSION_MB = 768 - GRADER_ROOM_MB
 WITHOUT_CGROUPS = {"attack:memory_in_socket_buffers", "attack:memory_in_memfds_in_flight", "attack:memory_in_memfds",
                    "attack:shared_memory_past_path_max", "attack:disk_past_path_max", "complete"}
 
@@ -79,8 +85,8 @@ def uploads(submissions, tmp_path_factory):
 @pytest.fixture(scope="module")
 def gradescope(root_only, layout, uploads, tmp_path_factory):
     """{name: results.json} of every upload graded through the zip as Gradescope runs it; two at
-    once, each with its own sandbox uids (one container each on Gradescope). The zip is checked
-    from a private folder, as `course gradescope-check` demands."""
+    once, each with its own sandbox uids, in a container of CONTAINER_MB (one container each on
+    Gradescope). The zip is checked from a private folder, as `course gradescope-check` demands."""
     private = tmp_path_factory.mktemp("gradescope_zip")
     private.chmod(0o700)
     zip_path = Path(shutil.copy(layout.autograder_zip(SLUG), private))
@@ -92,7 +98,8 @@ def gradescope(root_only, layout, uploads, tmp_path_factory):
         name, path = item
         base = uid_bases.get()
         try:
-            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base), **(env or {})})
+            return name, emulate(zip_path, path, env={"COURSE_SANDBOX_UID_BASE": str(base), **(env or {})},
+                                 memory_mb=CONTAINER_MB)
         finally:
             uid_bases.put(base)
 
@@ -132,6 +139,15 @@ def test_correct_and_wrong_notebooks_score_as_course_grade_scores_them(gradescop
     assert gradescope["variant"]["score"] == rows[f"variants/{VARIANT}.ipynb"]["total"] < 22
 
 
+def test_every_upload_is_graded_within_the_container_s_memory(gradescope):
+    """Past the container's memory its kernel would kill a process, perhaps the grader, and no
+    results.json would be written: every upload that was graded has the cut limit, and a result."""
+    graded = {name: r for name, r in gradescope.items() if "limits" in r.get("extra_data", {})}
+    assert len(graded) == len(gradescope) - 1  # all but the upload refused before grading
+    for name, result in graded.items():
+        assert result["extra_data"]["limits"]["memory_mb"] == SUBMISSION_MB, (name, result["extra_data"])
+
+
 def test_results_are_in_gradescopes_format_with_hidden_tests_after_publishing(gradescope):
     results = gradescope["variant"]
     tests = results["tests"]
@@ -155,15 +171,21 @@ def test_attacks_score_nothing_and_leave_nothing_running(gradescope):
         assert result["score"] == 0, (name, result["output"])
         text = json.dumps(result)  # everything Gradescope shows the student, after publishing too
         assert FORGED not in text and HIDDEN_SOURCE_MARK not in text and "BREACH" not in text, (name, text[:2000])
-    assert "memory" in attacks["attack:memory_in_memfds"]["output"]
-    assert "all its files together" in attacks["attack:disk_in_many_files"]["output"]
+    assert f"more than {SUBMISSION_MB} MB" in attacks["attack:memory_in_memfds"]["output"]
     for name in ("memory_in_socket_buffers", "memory_in_memfds_in_flight"):  # counted with no control group
         assert "Status: memory." in attacks[f"attack:{name}"]["output"], attacks[f"attack:{name}"]["output"]
-    assert "all its files together" in attacks["attack:disk_past_path_max"]["output"]
+    # the container's 512 MB of memory counts the files in its in-memory folders too, so a run that
+    # writes too much is stopped by whichever limit it reaches first (test_seal.py grades these two
+    # with POSIX separation at course grade's limits, where only the disk count can stop them; the
+    # process flood below is stopped for its processes in test_sealed_grading.py)
+    for name in ("disk_in_many_files", "disk_past_path_max"):
+        stopped = attacks[f"attack:{name}"]["output"]
+        assert "all its files together" in stopped or f"more than {SUBMISSION_MB} MB of memory" in stopped, stopped
     assert "tampered" in attacks["attack:leaks_tests_through_every_field_it_writes"]["output"]
     assert traces() == []
-    assert "processes" in attacks["attack:bounded_process_flood"]["output"]
-    assert "memory" in attacks["attack:memory_split_over_children"]["output"]
+    flood = attacks["attack:bounded_process_flood"]["output"]  # 64 processes hold more than 512 MB
+    assert "processes" in flood or f"more than {SUBMISSION_MB} MB of memory" in flood, flood
+    assert f"more than {SUBMISSION_MB} MB" in attacks["attack:memory_split_over_children"]["output"]
     assert processes_with(MARKER) == [] and processes_with("course_runner.py") == []
 
 

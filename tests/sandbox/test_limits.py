@@ -237,3 +237,46 @@ def test_a_grading_kernel_keeps_its_threads_and_sleeps_at_once_only_on_shared_co
     else:
         assert done.stdout.split() == ["as", "set", "by", "the", "environment", "ACTIVE", str(cores)]
         assert env["GOMP_SPINCOUNT"] == "300000"  # libgomp's default spin: brief, then sleep
+
+
+def test_a_container_s_memory_is_read_from_inside_it_and_cut_for_the_grader_s_room():
+    """The Gradescope zip reads the memory its container allows (the smallest limit on its control
+    groups) and leaves the grader GRADER_ROOM_MB of it; outside a container, course grade's limit holds."""
+    import subprocess
+
+    from autograder.limits import DEFAULT_LIMITS, GRADER_ROOM_MB, limits_within
+    from autograder.sandbox.cgroups import find_home
+
+    assert limits_within(DEFAULT_LIMITS, None) == DEFAULT_LIMITS
+    assert limits_within(DEFAULT_LIMITS, 768).memory_mb == 768 - GRADER_ROOM_MB  # Gradescope's default container
+    assert limits_within(DEFAULT_LIMITS, 384).memory_mb == 192  # a tiny one: half of it for each
+    assert limits_within(DEFAULT_LIMITS, 16384) == DEFAULT_LIMITS  # a big one: course grade's limits
+    home, why = find_home()
+    if home is None:
+        if os.environ.get("CI") and os.geteuid() == 0:
+            pytest.fail(f"no control group on a CI machine run as root: {why}")
+        pytest.skip(why)
+    group = home.new_group(f"course-sandbox-{os.getpid()}-container", memory_mb=700, max_tasks=64)
+    read = "from autograder.sandbox.cgroups import memory_allowed_mb; print(memory_allowed_mb())"
+    try:
+        done = subprocess.run([*group.join_command(), sys.executable, "-c", read], capture_output=True, text=True,
+                              timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert done.stdout.split() == ["700"], done
+    finally:
+        assert group.kill() == [] and group.remove()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs root")
+def test_the_oom_killer_ends_a_sandbox_s_processes_first():
+    """Set before the uid drop; where the grader holds CAP_SYS_RESOURCE the run cannot lower it again
+    (Docker's root, as on Gradescope and this machine, does not: then the memory limit holds alone)."""
+    import subprocess
+
+    from autograder.sandbox.seal import KILLED_FIRST
+
+    script = "cat /proc/self/oom_score_adj; (echo 0 > /proc/self/oom_score_adj) 2>/dev/null && echo lowered || echo refused"
+    done = subprocess.run([*KILLED_FIRST, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                           "sh", "-c", script], capture_output=True, text=True, timeout=30)
+    effective = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff:")), 16)
+    may_pin = bool(effective >> 24 & 1)  # CAP_SYS_RESOURCE
+    assert done.stdout.split() == ["1000", "refused" if may_pin else "lowered"], done

@@ -178,7 +178,7 @@ class Seal:
     @staticmethod
     def host_places() -> list[Path]:
         """The host's folders a submission could leave files in, for its uid to be emptied of them:
-        every world-writable one (a search of the file systems, about 4 s here)."""
+        every world-writable one (a search of the file systems, about 1 s here)."""
         return writable_places()
 
     def _claim_uids(self) -> None:

@@ -120,8 +120,8 @@ _places: tuple[float, list[Path]] | None = None
 def writable_places() -> list[Path]:
     """Every folder a uid owning nothing could write: world-writable folders reachable by others
     (all file systems but /proc and /sys; folders it cannot enter are not searched, since nothing
-    inside them is within its reach). Searched when a run under POSIX separation starts (about 4 s
-    on the test machine; bubblewrap's submissions write no host folder and need none), and again by
+    inside them is within its reach). Searched when a run under POSIX separation starts (about 1 s
+    on the test machine with the file system cached, a few seconds cold; bubblewrap's submissions write no host folder and need none), and again by
     a later run of the same process once PLACES_SECONDS have passed."""
     global _places
     if _places is None or time.monotonic() - _places[0] > PLACES_SECONDS:
@@ -130,7 +130,9 @@ def writable_places() -> list[Path]:
 
 
 def _search_places() -> list[Path]:
-    command = ["find", "/", "(", *_prune_args(), "!", "-perm", "-0001", ")", "-prune", "-o",
+    # "-type d" before "-perm": find reads a file's type from its folder's listing, so only folders
+    # are stat'ed, not every file of the machine (the same folders found in 1.0 s instead of 1.6 s)
+    command = ["find", "/", "(", *_prune_args(), "-type", "d", "!", "-perm", "-0001", ")", "-prune", "-o",
                "-type", "d", "-perm", "-0002", "-print0"]
     try:
         done = subprocess.run(command, capture_output=True, timeout=120)

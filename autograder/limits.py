@@ -30,8 +30,9 @@ class SandboxLimits:
 DEFAULT_LIMITS = SandboxLimits()
 
 #: What the grader keeps for itself where one memory limit holds it and the submission together (a
-#: Gradescope container): its own Python and the judge (about 100 MB), and what the meter's polling
-#: lets a fast allocation overshoot by before the submission is stopped.
+#: Gradescope container): its own Python with torch for the judge (about 190 MB of its own memory,
+#: measured; torch's library pages are shared with the kernel's), and what the meter's polling lets
+#: a fast allocation overshoot by before the submission is stopped.
 GRADER_ROOM_MB = 256
 
 

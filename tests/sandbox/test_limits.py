@@ -189,12 +189,8 @@ def test_files_past_path_max_are_counted_and_too_deep_folders_stop_the_walk(tmp_
     assert list(owned_entries({os.getuid()}, [tmp_path])) == []
 
 
-def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
-    """Where the grader may make a control group (root on these machines: CI fails rather than skips),
-    a process that queues 180 MB or more in socket pairs under a 100 MB group is stopped by the kernel, and
-    the group is killed and removed."""
-    import subprocess
-
+def cgroup_home():
+    """Where this test may make control groups: root on these machines, so CI fails rather than skips."""
     from autograder.sandbox.cgroups import find_home
 
     home, why = find_home()
@@ -202,6 +198,16 @@ def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
         if os.environ.get("CI") and os.geteuid() == 0:
             pytest.fail(f"no control group on a CI machine run as root: {why}")
         pytest.skip(why)
+    return home
+
+
+def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
+    """Where the grader may make a control group (root on these machines: CI fails rather than skips),
+    a process that queues 180 MB or more in socket pairs under a 100 MB group is stopped by the kernel, and
+    the group is killed and removed."""
+    import subprocess
+
+    home = cgroup_home()
     group = home.new_group(f"course-sandbox-{os.getpid()}-test", memory_mb=100, max_tasks=64)
     fill = ("import socket\npairs = []\nfor _ in range(900):  # 900 pairs of at least 200 KB queued each\n"
             "    a, b = socket.socketpair()\n    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)\n"
@@ -245,17 +251,12 @@ def test_a_container_s_memory_is_read_from_inside_it_and_cut_for_the_grader_s_ro
     import subprocess
 
     from autograder.limits import DEFAULT_LIMITS, GRADER_ROOM_MB, limits_within
-    from autograder.sandbox.cgroups import find_home
 
     assert limits_within(DEFAULT_LIMITS, None) == DEFAULT_LIMITS
     assert limits_within(DEFAULT_LIMITS, 768).memory_mb == 768 - GRADER_ROOM_MB  # Gradescope's default container
     assert limits_within(DEFAULT_LIMITS, 384).memory_mb == 192  # a tiny one: half of it for each
     assert limits_within(DEFAULT_LIMITS, 16384) == DEFAULT_LIMITS  # a big one: course grade's limits
-    home, why = find_home()
-    if home is None:
-        if os.environ.get("CI") and os.geteuid() == 0:
-            pytest.fail(f"no control group on a CI machine run as root: {why}")
-        pytest.skip(why)
+    home = cgroup_home()
     group = home.new_group(f"course-sandbox-{os.getpid()}-container", memory_mb=700, max_tasks=64)
     read = "from autograder.sandbox.cgroups import memory_allowed_mb; print(memory_allowed_mb())"
     try:

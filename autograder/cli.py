@@ -79,6 +79,13 @@ def cmd_pdf(args) -> int:
     return 0
 
 
+def _positive_mb(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: a container's memory is a positive number of MB")
+    return value
+
+
 def cmd_gradescope_check(args) -> int:
     from autograder.platforms.gradescope import emulate
 
@@ -214,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("submission", help="a notebook or an export zip, as a student uploads it")
     gs.add_argument("--sandbox", choices=("posix", "bubblewrap", "auto"), default="posix",
                     help="the seal the grader must use (default posix: Gradescope's containers have no user namespaces)")
-    gs.add_argument("--memory", type=int, metavar="MB",
+    gs.add_argument("--memory", type=_positive_mb, metavar="MB",
                     help="the container's memory, as set in the assignment's Autograder Settings on Gradescope "
                          "(its default is 768); by default this machine's")
     gs.add_argument("--json", action="store_true", help="print results.json as Gradescope reads it")

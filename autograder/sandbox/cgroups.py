@@ -200,16 +200,21 @@ def memory_allowed_mb() -> int | None:
 
 
 def container_oom_kills() -> int:
-    """How many processes the kernel has killed for the memory limits of this process's own limited
-    control groups (a container's; 0 outside one): read-only, so it works where no group can be
+    """How many processes of this process's own memory control group (and, on v2, the groups below
+    it) the kernel has killed for lack of memory; 0 outside a container, where no group above has a
+    limit. Only the own group: v1 counts a kill only in the group the process was in, and v2 counts
+    it in every group above, siblings' kills included. Read-only: it works where no group can be
     made, as on Gradescope."""
+    if not _limited_memory_groups():
+        return 0
+    mounts, own = _cgroup_mounts(), _own_cgroups()
     kills = 0
-    for folder, version, _ in _limited_memory_groups():
-        text = _read(folder / ("memory.events" if version == 2 else "memory.oom_control"))
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            if name == "oom_kill" and value.strip().isdigit():
-                kills += int(value)
+    for hierarchy, controller, name in (("cgroup2", "", "memory.events"), ("memory", "memory", "memory.oom_control")):
+        if hierarchy in mounts and controller in own:
+            for line in _read(_folder(mounts[hierarchy], own[controller]) / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    kills += int(value)
     return kills
 
 

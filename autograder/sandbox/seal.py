@@ -66,7 +66,7 @@ WORKDIR = "/grading/work"
 #: container runs out of memory are the submission's, not the grader's (which must write the result).
 #: Only a grader with CAP_SYS_RESOURCE (not Docker's root) keeps a hostile run from lowering it again;
 #: the memory limit, which leaves the grader room in a container, is what holds then.
-KILLED_FIRST = ["sh", "-c", 'echo 1000 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"', "sh"]
+KILLED_FIRST = ["sh", "-c", 'echo 1000 2>/dev/null >/proc/self/oom_score_adj; exec "$@"', "sh"]
 #: Where a grading run keeps its shared files, tried in order: the first that a uid owning nothing
 #: can traverse (a private TMPDIR, as clusters set, would hide the staging folders from the sandbox).
 TEMP_CANDIDATES = (None, "/tmp", "/var/tmp", "/dev/shm")  # None: tempfile.gettempdir()
@@ -369,7 +369,7 @@ class MachineMemory:
 
     PART = "memory the machine lost while it ran (socket buffers, files in flight)"
     #: When the container's kernel killed a process of the run for the container's memory limit.
-    OUT_OF_MEMORY = "all the memory its container allows, when the kernel killed it"
+    OUT_OF_MEMORY = "what the container, grader included, may hold: its kernel killed the run's processes"
 
     def __init__(self, seal: "Seal"):
         self.seal, self.start = seal, next(Seal._starts)

@@ -267,6 +267,24 @@ def test_a_container_s_memory_is_read_from_inside_it_and_cut_for_the_grader_s_ro
         assert group.kill() == [] and group.remove()
 
 
+def test_a_kill_for_the_container_s_memory_is_counted_from_inside_it():
+    """What makes a run ``memory`` where no group of its own can be made: inside a 200 MB container, a
+    child that allocates 400 MB is killed by the kernel, and the container's count of such kills rises."""
+    import subprocess
+
+    group = cgroup_home().new_group(f"course-sandbox-{os.getpid()}-container", memory_mb=200, max_tasks=64)
+    inside = ("import subprocess, sys\nfrom autograder.sandbox.cgroups import container_oom_kills\n"
+              "before = container_oom_kills()\n"
+              "hog = subprocess.run([sys.executable, '-c', 'x = bytearray(400 << 20)'])\n"
+              "print(hog.returncode, container_oom_kills() - before)")
+    try:
+        done = subprocess.run([*group.join_command(), sys.executable, "-c", inside], capture_output=True, text=True,
+                              timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert done.stdout.split() == ["-9", "1"], done
+    finally:
+        assert group.kill() == [] and group.remove()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs root")
 def test_the_oom_killer_ends_a_sandbox_s_processes_first():
     """Set before the uid drop; where the grader holds CAP_SYS_RESOURCE the run cannot lower it again

@@ -364,8 +364,9 @@ class Seal:
 class MachineMemory:
     """Where no control group can be made: the memory the whole machine lost while a run went on
     (``MemAvailable``), which counts what no /proc reading of the run shows (socket buffers, files in
-    flight over a socket). Only meaningful while this run is the grader's only one (Gradescope runs
-    one submission per container; ``--jobs 1``): with another run beside it, it says nothing."""
+    flight over a socket). Only meaningful while this run is the grader's only one (``--jobs 1``): with
+    another run beside it, it says nothing. In a container with a memory limit (Gradescope) the host's
+    figure says nothing either; there a kill by the container's kernel is what shows such memory."""
 
     PART = "memory the machine lost while it ran (socket buffers, files in flight)"
     #: When the container's kernel killed a process of the run for the container's memory limit.
@@ -377,6 +378,9 @@ class MachineMemory:
             self.alone = not Seal._active
             Seal._active.add(self.start)
         self.baseline = _available_mb()
+        # in a container with a memory limit, /proc/meminfo is the host's, whose other tenants come and
+        # go: there the container's own limit, and its count of OOM kills, stand in for this figure
+        self.in_container = memory_allowed_mb() is not None
         self.oom_kills = container_oom_kills()
 
     def container_ran_out(self) -> dict[str, float] | None:
@@ -391,7 +395,7 @@ class MachineMemory:
     def lost_mb(self) -> float:
         with Seal._active_lock:
             self.alone = self.alone and Seal._active == {self.start}
-        return max(self.baseline - _available_mb(), 0.0) if self.alone else 0.0
+        return max(self.baseline - _available_mb(), 0.0) if self.alone and not self.in_container else 0.0
 
     def close(self) -> None:
         with Seal._active_lock:

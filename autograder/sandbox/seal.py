@@ -380,22 +380,25 @@ class MachineMemory:
         self.baseline = _available_mb()
         # in a container with a memory limit, /proc/meminfo is the host's, whose other tenants come and
         # go: there the container's own limit, and its count of OOM kills, stand in for this figure
-        self.in_container = memory_allowed_mb() is not None
-        self.oom_kills = container_oom_kills()
+        self.container_mb = memory_allowed_mb()
+        self.oom_kills = container_oom_kills() if self.container_mb else 0
+
+    def _still_alone(self) -> bool:
+        with Seal._active_lock:
+            self.alone = self.alone and Seal._active == {self.start}
+        return self.alone
 
     def container_ran_out(self) -> dict[str, float] | None:
         """What a memory kill says, if the container's kernel killed a process for its memory limit
         while this run was the only one (the grader's own processes are killed last: KILLED_FIRST)."""
-        with Seal._active_lock:
-            self.alone = self.alone and Seal._active == {self.start}
-        if self.alone and container_oom_kills() > self.oom_kills:
-            return {self.OUT_OF_MEMORY: float(memory_allowed_mb() or 0)}
+        if self.container_mb and self._still_alone() and container_oom_kills() > self.oom_kills:
+            return {self.OUT_OF_MEMORY: float(self.container_mb)}
         return None
 
     def lost_mb(self) -> float:
-        with Seal._active_lock:
-            self.alone = self.alone and Seal._active == {self.start}
-        return max(self.baseline - _available_mb(), 0.0) if self.alone and not self.in_container else 0.0
+        if self.container_mb is None and self._still_alone():
+            return max(self.baseline - _available_mb(), 0.0)
+        return 0.0
 
     def close(self) -> None:
         with Seal._active_lock:

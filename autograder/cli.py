@@ -92,8 +92,12 @@ def cmd_gradescope_check(args) -> int:
     results = emulate(Path(args.zip).resolve(), Path(args.submission).resolve(), mode=args.sandbox,
                       memory_mb=args.memory)
     log = results.pop("_log", "")
+    left_running = results.pop("_left_running", None)
     if args.verbose:
         print(log)
+    if left_running:
+        print(f"warning: the autograder left {left_running} process(es) running in the container when it ended "
+              "(ended with the check; on Gradescope they end with the container)", file=sys.stderr)
     print(json.dumps(results, indent=1) if args.json else results["output"])
     if not args.json:
         for test in results["tests"][1:]:

@@ -35,6 +35,8 @@ import tempfile
 import time
 import traceback
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.autograder_zip import ENTRY_FILE, GRADESCOPE_ROOT, SOURCE_DIR, Autograder
@@ -220,27 +222,48 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
         with zipfile.ZipFile(zip_path) as zf:
             zf.extractall(folder / SOURCE_DIR)
         shutil.copy(submission, folder / "submission" / Path(submission).name)
-        with _mount_point(Path(GRADESCOPE_ROOT)), _container(memory_mb) as join:
+        printed = Path(tmp, "printed.txt")  # a file, not a pipe: a process left behind cannot hold the check
+        with _mount_point(Path(GRADESCOPE_ROOT)), _container(memory_mb) as container, open(printed, "wb") as out:
             bind = 'mount --bind "$1" "$2"; shift 2; exec "$@"'
-            done = subprocess.run([*join, "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", bind,
-                                   "sh", str(folder), GRADESCOPE_ROOT, sys.executable,
-                                   f"{GRADESCOPE_ROOT}/{SOURCE_DIR}/{ENTRY_FILE}"],
-                                  env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, capture_output=True,
-                                  text=True, timeout=timeout)
+            try:
+                subprocess.run([*container.prefix, "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
+                                bind, "sh", str(folder), GRADESCOPE_ROOT, sys.executable,
+                                f"{GRADESCOPE_ROOT}/{SOURCE_DIR}/{ENTRY_FILE}"],
+                               env={**os.environ, SANDBOX_MODE_ENV: mode, **(env or {})}, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            left_running = container.left_running()
+        # the log may hold a submission's bytes: replaced, never a decoding error
+        log = printed.read_text(encoding="utf-8", errors="replace")[-3000:]
+        if timed_out:
+            raise CourseError(f"the autograder was still running after {timeout:g} s (Gradescope would stop it at "
+                              f"its own timeout):\n{log}")
         results = folder / "results" / "results.json"
         if not results.is_file():
-            raise CourseError(f"the autograder wrote no results.json:\n{(done.stdout + done.stderr)[-3000:]}")
+            raise CourseError(f"the autograder wrote no results.json:\n{log}")
         output = json.loads(results.read_text(encoding="utf-8"))
-        output["_log"] = (done.stdout + done.stderr)[-3000:]
+        output["_log"] = log
+        output["_left_running"] = left_running  # processes the grader left in the container (ended with it)
         return output
+
+
+@dataclass
+class _Container:
+    """The emulated container: a command prefix that runs a command in it, and a count of the
+    processes in it (None where no container is emulated)."""
+
+    prefix: list[str]
+    left_running: Callable[[], int | None]
 
 
 @contextlib.contextmanager
 def _container(memory_mb: int | None):
-    """A command prefix that puts the emulated container in a control group of ``memory_mb``
-    (nothing when None); the group is killed and removed afterwards."""
+    """The emulated container: a control group of ``memory_mb`` (none when None), killed and
+    removed afterwards."""
     if memory_mb is None:
-        yield []
+        yield _Container([], lambda: None)
         return
     from autograder.layout import CourseError
     from autograder.sandbox.cgroups import GROUP_PREFIX, find_home
@@ -250,7 +273,7 @@ def _container(memory_mb: int | None):
         raise CourseError(f"a container's memory cannot be emulated here: {why}")
     group = home.new_group(f"{GROUP_PREFIX}{os.getpid()}-container-{time.monotonic_ns()}", memory_mb, 4096)
     try:
-        yield group.join_command()
+        yield _Container(group.join_command(), lambda: len(group.members()))
     finally:
         group.kill()
         group.remove()
@@ -275,11 +298,13 @@ def _mount_point(folder: Path):
         try:
             yield
         finally:
+            # no `return` in here: it would swallow the check's own error
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other check holds it
-            except OSError:
-                return
-            if made_marker.exists():
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except OSError:  # another check still uses the folder
+                last = False
+            if last and made_marker.exists():
                 try:
                     folder.rmdir()
                 except OSError:

@@ -113,10 +113,16 @@ class RunGroup:
         return {"all its memory as the kernel counts it (socket buffers and files in flight included)": self.peak_mb()}
 
     def members(self) -> list[int]:
+        """The processes in the group and in any group made inside it (a grader run in the group
+        makes its own there)."""
         pids = set()
-        for folder in self.folders:
+        for folder in self._folders_deepest_first():
             pids.update(int(p) for p in _read(folder / "cgroup.procs").split() if p.isdigit())
         return sorted(pids)
+
+    def _folders_deepest_first(self) -> list[Path]:
+        nested = [Path(top, name) for folder in self.folders for top, names, _ in os.walk(folder) for name in names]
+        return sorted(nested, key=lambda f: len(f.parts), reverse=True) + list(self.folders)
 
     def kill(self, seconds: float = 10.0) -> list[int]:
         """Kill every member (v2: at once, by the kernel); returns those still there after ``seconds``."""
@@ -135,7 +141,7 @@ class RunGroup:
     def remove(self, seconds: float = 5.0) -> bool:
         """Remove the group (its charges go to the parent); False if it could not be."""
         deadline = time.monotonic() + seconds
-        for folder in self.folders:
+        for folder in self._folders_deepest_first():  # a group with groups inside cannot go first
             while True:
                 try:
                     folder.rmdir()

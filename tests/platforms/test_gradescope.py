@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import shutil
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -107,6 +108,11 @@ def gradescope(root_only, layout, uploads, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(pool.map(run, sorted((n, p) for n, p in uploads.items() if n not in alone)))
     results.update(run(item, {"COURSE_CGROUP": "off"}) for item in sorted(alone.items()))
+    # processes the grader left behind end with the container once results.json is written, on
+    # Gradescope as here: worth a look in the summary, not a wrong grade
+    left = {name: result["_left_running"] for name, result in results.items() if result["_left_running"]}
+    if left:
+        warnings.warn(f"the autograder left processes running in the container: {left}")
     return results
 
 
@@ -192,3 +198,17 @@ def test_attacks_score_nothing_and_leave_nothing_running(gradescope):
 def test_an_upload_that_is_not_one_notebook_is_refused_with_a_reason(gradescope):
     results = gradescope["two_notebooks"]
     assert results["score"] == 0 and "could not be graded" in results["output"], results["output"]
+
+
+def test_a_check_s_own_error_reaches_its_caller_while_another_check_runs(root_only, tmp_path):
+    """Two checks share the /autograder mount point; the one that ends first must still raise its
+    own error (an error there once vanished, and the check went on without its results)."""
+    from autograder.platforms.gradescope import _mount_point
+
+    folder = tmp_path / "autograder"
+    with _mount_point(folder):  # the other check, still running
+        with pytest.raises(RuntimeError, match="the check's own error"):
+            with _mount_point(folder):
+                raise RuntimeError("the check's own error")
+        assert folder.is_dir()  # the other check still has its mount point
+    assert not folder.exists()  # the last one out removes what the checks made

@@ -3,6 +3,7 @@ address space torch reserves; running out of it, in a cell or in a test, is repo
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,28 @@ def test_a_control_group_counts_socket_buffers_that_no_proc_reading_shows():
         assert group.peak_mb() >= 95
     finally:
         assert group.kill() == [] and group.remove()
+
+
+def test_killing_a_group_ends_the_processes_of_the_groups_made_inside_it():
+    """A grader run inside a group (the emulated Gradescope container) makes its runs' groups inside
+    that one: killing and removing the outer group reaches those too."""
+    import subprocess
+
+    home = cgroup_home()
+    outer = home.new_group(f"course-sandbox-{os.getpid()}-outer", memory_mb=200, max_tasks=64)
+    inner = type(outer)(home, [folder / "inner" for folder in outer.folders])
+    for folder in inner.folders:
+        folder.mkdir()
+    sleeper = subprocess.Popen([*inner.join_command(), "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while sleeper.pid not in outer.members() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleeper.pid in outer.members()
+    finally:
+        assert outer.kill() == [] and outer.remove()
+    assert sleeper.wait(timeout=10) == -9
+    assert not any(folder.exists() for folder in outer.folders + inner.folders)
 
 
 @pytest.mark.parametrize("jobs, threads_per_core", [(1, None), (2, 2)])

@@ -5,7 +5,7 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
 
 - **nbclient alone**, unsandboxed, the grading setting, the cells grading runs (public checks and
   the export skipped, as the sandbox's runner skips them): the kernel's start, the first code cell
-  (the imports), the rest of the cells, and the slowest cell;
+  (the imports), the rest of the cells, and the five slowest cells;
 - **sealed**, through the grader's own sandbox session (``course grade``'s path): the session's
   start (once per run, shared by every submission), the sandbox until the runner says the cells
   ran (sandbox and kernel start, imports, cells), the tests inside the sandbox, the judge outside;
@@ -44,6 +44,7 @@ ASSIGNMENTS = ("kernel_attention", "karate_gnn", "autoencoders", "visualizing_at
                "attention_foundations", "pretraining")
 RECORD = Path(__file__).with_name("submission_time.json")
 LIMITS = Limits(timeout=600, memory_mb=6144)  # generous: the figures are times, not a limit test
+SLOWEST_CELLS = 5  # listed for each assignment, with their seconds under nbclient alone
 
 
 def _grading_env() -> dict:
@@ -75,6 +76,8 @@ def nbclient_alone(nb, workdir: Path) -> dict:
     slowest = max(times)
     return {"kernel_start": kernel, "first_cell": times[0][0], "other_cells": sum(t for t, _ in times[1:]),
             "slowest_cell": slowest[0], "slowest_cell_starts": slowest[1],
+            # where trimming the grading setting could pay: the cells that take most
+            "slowest_cells": [[round(t, 2), start] for t, start in sorted(times, reverse=True)[:SLOWEST_CELLS]],
             "total": kernel + sum(t for t, _ in times)}
 
 
@@ -137,6 +140,7 @@ def show(slug: str, f: dict) -> None:
     print(f"  nbclient alone  {a['total']:6.1f} s = kernel start {a['kernel_start']:.1f} + first cell (imports) "
           f"{a['first_cell']:.1f} + other cells {a['other_cells']:.1f}; slowest cell {a['slowest_cell']:.1f} s "
           f"({a['slowest_cell_starts']!r})")
+    print("  slowest cells:  " + "; ".join(f"{t:.1f} s {start[:30]!r}" for t, start in a["slowest_cells"]))
     print(f"  sealed          {s['total']:6.1f} s = sandbox to cells done {s['sandbox_to_cells_done']:.1f} + tests "
           f"{s['tests']:.1f} + judge {s['judge']:.2f}")
     print(f"  otter run       {f['otter_run']:6.1f} s")

@@ -201,7 +201,8 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
     (``posix``, as in Gradescope's containers); ``env`` adds to the grader's environment;
     ``memory_mb`` is the container's memory (Gradescope's Autograder Settings), made a control
     group's limit on the whole run (None: this machine's). Returns the ``results.json`` written,
-    with the grader's printed output under ``"_log"``."""
+    with the grader's printed output under ``"_log"`` and, in an emulated container, the number of
+    processes the grader left running in it when it ended under ``"_left_running"`` (None without)."""
     from autograder.layout import CourseError
 
     if os.geteuid() != 0:

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,8 +240,9 @@ def emulate(zip_path: Path, submission: Path, *, mode: str = "posix", timeout: f
         # the log may hold a submission's bytes: replaced, never a decoding error
         log = printed.read_text(encoding="utf-8", errors="replace")[-3000:]
         if timed_out:
-            raise CourseError(f"the autograder was still running after {timeout:g} s (Gradescope would stop it at "
-                              f"its own timeout):\n{log}")
+            left = f" ({left_running} process(es) in the container, ended with it)" if left_running else ""
+            raise CourseError(f"the autograder was still running after {timeout:g} s{left} (Gradescope would stop it "
+                              f"at its own timeout):\n{log}")
         results = folder / "results" / "results.json"
         if not results.is_file():
             raise CourseError(f"the autograder wrote no results.json:\n{log}")
@@ -276,8 +278,10 @@ def _container(memory_mb: int | None):
     try:
         yield _Container(group.join_command(), lambda: len(group.members()))
     finally:
-        group.kill()
-        group.remove()
+        surviving = group.kill()
+        if surviving or not group.remove():  # said, never raised: it would hide the check's own error
+            warnings.warn(f"the emulated container's control group {group.folders[0]} could not be emptied "
+                          f"({len(surviving)} process(es) left) or removed: remove it by hand")
 
 
 @contextlib.contextmanager

@@ -202,11 +202,15 @@ def test_an_upload_that_is_not_one_notebook_is_refused_with_a_reason(gradescope)
     assert results["score"] == 0 and "could not be graded" in results["output"], results["output"]
 
 
-def test_a_check_s_own_error_reaches_its_caller_while_another_check_runs(root_only, tmp_path):
+def test_a_check_s_own_error_reaches_its_caller_while_another_check_runs(root_only, tmp_path, monkeypatch):
     """Two checks share the /autograder mount point; the one that ends first must still raise its
     own error (an error there once vanished, and the check went on without its results)."""
     from autograder.platforms.gradescope import _mount_point
+    from autograder.sandbox import uids
 
+    locks = tmp_path / "locks"  # its own lock: a real check running beside the suite is left alone
+    locks.mkdir(mode=0o700)
+    monkeypatch.setattr(uids, "lock_folder", lambda: locks)
     folder = tmp_path / "autograder"
     with _mount_point(folder):  # the other check, still running
         with pytest.raises(RuntimeError, match="the check's own error"):

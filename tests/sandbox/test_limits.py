@@ -237,10 +237,18 @@ def test_killing_a_group_ends_the_processes_of_the_groups_made_inside_it():
         deadline = time.monotonic() + 10
         while sleeper.pid not in outer.members() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sleeper.pid in outer.members()
-    finally:
-        assert outer.kill() == [] and outer.remove()
-    assert sleeper.wait(timeout=10) == -9
+        seen = sleeper.pid in outer.members()
+        left, removed = outer.kill(), outer.remove()
+        ended = sleeper.wait(timeout=10)
+    finally:  # whatever failed above, nothing of the test stays behind
+        sleeper.kill()
+        sleeper.wait(timeout=10)  # a group holding a process that is still exiting cannot be removed
+        for folder in inner.folders + outer.folders:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    assert seen and left == [] and removed and ended == -9, (seen, left, removed, ended)
     assert not any(folder.exists() for folder in outer.folders + inner.folders)
 
 

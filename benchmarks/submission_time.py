@@ -15,7 +15,7 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
 It prints the parts and the ratios sealed / otter run and sealed / nbclient, and with ``--record``
 keeps them in ``benchmarks/submission_time.json`` (the site's figures page shows them).
 
-    .venv/bin/python benchmarks/submission_time.py [SLUG ...] [--record] [--note TEXT]
+    .venv/bin/python benchmarks/submission_time.py [SLUG ...] [--sandbox posix] [--record] [--note TEXT]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from autograder.judge.verdicts import verdict
 from autograder.layout import Layout
 from autograder.samples import write_samples
 from autograder.sandbox.runner import SKIPPED_CELL
+from autograder.sandbox.choose import SANDBOX_MODES
 from autograder.sandbox.session import SandboxPool
 from grading_speed import path_without_latex
 
@@ -108,15 +109,16 @@ def otter_run(zip_path: Path, nb, workdir: Path, slug: str) -> float:
     return time.perf_counter() - started
 
 
-def measure(layout: Layout, slugs: list[str]) -> dict:
+def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dict:
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         private = tmp / "zips"
         private.mkdir(mode=0o700)
         started = time.perf_counter()
-        with SandboxPool(jobs=1) as pool:
+        with SandboxPool(jobs=1, mode=sandbox) as pool:
             session_start = time.perf_counter() - started
+            figures["sandbox"] = pool.description
             for slug in slugs:
                 zip_path = layout.autograder_zip(slug)
                 if not zip_path.exists():
@@ -131,7 +133,8 @@ def measure(layout: Layout, slugs: list[str]) -> dict:
                 figures[slug] = {"nbclient": alone, "sealed": seal, "otter_run": otter,
                                  "sealed_over_otter": seal["total"] / otter, "sealed_over_nbclient": seal["total"] / alone["total"]}
                 show(slug, figures[slug])
-    return {"session_start": session_start, "assignments": figures}
+    seal = figures.pop("sandbox")
+    return {"session_start": session_start, "sandbox": seal, "assignments": figures}
 
 
 def show(slug: str, f: dict) -> None:
@@ -153,9 +156,12 @@ def main() -> None:
     parser.add_argument("slugs", nargs="*", default=list(ASSIGNMENTS))
     parser.add_argument("--record", action="store_true", help=f"keep the figures in {RECORD.name}")
     parser.add_argument("--note", default="", help="how the machine was (quiet, loaded) for the record")
+    parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=None,
+                        help="the seal to grade with (default: course grade's, bubblewrap where it starts); posix "
+                             "starts kernels warm unless COURSE_WARM_KERNELS=0")
     args = parser.parse_args()
     layout = Layout.find(Path(__file__).resolve().parents[1])
-    figures = measure(layout, args.slugs)
+    figures = measure(layout, args.slugs, args.sandbox)
     print(f"\nthe sandbox session's start (once per grading run): {figures['session_start']:.1f} s")
     if args.record:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=layout.root, capture_output=True,

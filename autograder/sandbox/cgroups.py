@@ -79,11 +79,15 @@ class RunGroup:
     home: CgroupHome
     folders: list[Path]
 
+    def procs_files(self) -> list[str]:
+        """The files a process writes its pid into to join the group (root's: joined before the uid drops)."""
+        return [str(f / "cgroup.procs") for f in self.folders]
+
     def join_command(self) -> list[str]:
         """A prefix that moves the command into the group before it execs (run while still root,
         before the uid drops: the group files are root's)."""
         script = 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; shift; exec "$@"'
-        return ["sh", "-ec", script, "sh", *(str(f / "cgroup.procs") for f in self.folders), "--"]
+        return ["sh", "-ec", script, "sh", *self.procs_files(), "--"]
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed for the group's memory limit."""

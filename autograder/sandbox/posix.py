@@ -171,8 +171,14 @@ class PosixSeal(Seal):
     def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
         if known is None:
             return processes_of(uid)  # every process on the machine read: a double fork cannot leave its uid
-        # between full searches: the launcher's tree, and what the last full search found still alive
-        return sorted(set(descendants(proc.pid)) | {pid for pid in known if alive(pid)})
+        # between full searches: the launcher's tree, what the last full search found still alive, and
+        # the trees below those (a kernel the fork server started is no child of the launcher)
+        found = set(descendants(proc.pid))
+        for pid in known:
+            if pid not in found and alive(pid):
+                found.add(pid)
+                found.update(descendants(pid))
+        return sorted(found)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         kill_tree(proc, seconds=0)

@@ -28,6 +28,11 @@ except ImportError:  # in the grader
 CHANNEL_ENV = "COURSE_CHANNEL_FD"
 #: The read end of the lifeline pipe: end of file means the grader is done or gone.
 LIFELINE_ENV = "COURSE_LIFELINE_FD"
+#: The runner's end of its socket pair to the fork server, where one starts kernels warm
+#: (:mod:`autograder.sandbox.forkserver`); only the runner holds it, as it holds the channel.
+FORKSERVER_ENV = "COURSE_FORKSERVER_FD"
+#: The namespaces the runner sends the fork server (as descriptors, in this order) for its kernel to join.
+KERNEL_NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 #: Where the sandbox shows the run its files: the notebook and the job (read-only), and the
 #: assignment's public files (helpers, data; read-only).
 SUBMISSION_ENV = "COURSE_SUBMISSION_DIR"
@@ -40,6 +45,7 @@ SANDBOX_LIB, SANDBOX_ASSETS, SANDBOX_SUBMISSION, SANDBOX_MODELS = ("/grading/lib
 #: test driver the runner hands the kernel (rendered from ``templates/test_driver.py.tmpl``).
 RUNNER_FILE, PROTOCOL_FILE, CONTRACT_FILE = "course_runner.py", "course_protocol.py", "course_contract.py"
 TEST_DRIVER_FILE = "course_test_driver.py"
+FORKSERVER_FILE = "course_forkserver.py"
 #: The library's folder of matplotlib's font list, made by the grader once per run: the runner copies
 #: it into the sandbox's own matplotlib folder, so no kernel scans the system's fonts again.
 FONT_LIST_DIR = "matplotlib"
@@ -101,7 +107,7 @@ def sandbox_environment(venv_bin: str, threads: int, *, shared_cores: bool = Tru
 
 
 __all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR",
-           "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
+           "FORKSERVER_ENV", "FORKSERVER_FILE", "KERNEL_NAMESPACES", "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
            "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
            "NOTEBOOK_FILE", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",
            "SANDBOX_SUBMISSION", "SUBMISSION_ENV", "TEST", "TEST_DRIVER_FILE", "job", "sandbox_environment", "thread_settings"]

@@ -18,17 +18,19 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.runner_library)
     from course_protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR,
-                                 JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                 FORKSERVER_ENV, JOB_FILE, KERNEL_NAMESPACES, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                  SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 except ImportError:  # imported from the package (by the tests)
     from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR,
-                                             JOB_FILE, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                             FORKSERVER_ENV, JOB_FILE, KERNEL_NAMESPACES, KERNEL_NAMESPACES, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                              SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))
@@ -83,8 +85,9 @@ def kernel_exit(client) -> str:
 
 
 class Runner:
-    def __init__(self, channel):
+    def __init__(self, channel, forkserver: socket.socket | None = None):
         self.channel = channel
+        self.forkserver = forkserver
         self.job: dict = {}
         self.outbox_position = 0
         self.values_bytes = 0
@@ -114,9 +117,10 @@ class Runner:
 
         notebook = self.prepare()
         nb = nbformat.read(notebook, as_version=4)
+        warm = {"kernel_manager_class": forked_kernel_manager(self.forkserver)} if self.forkserver else {}
         client = NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=None, config=private_kernel_ports(),
                                 shutdown_kernel="immediate",
-                                resources={"metadata": {"path": str(notebook.parent)}})
+                                resources={"metadata": {"path": str(notebook.parent)}}, **warm)
         first_error, died = None, None
         with client.setup_kernel():
             for index, cell in enumerate(nb.cells):
@@ -264,6 +268,121 @@ def _encoded(item) -> bool:
             and all(isinstance(x, (int, float)) for x in data))
 
 
+#: How long the runner waits for the fork server's kernel before it starts one itself.
+FORKSERVER_SECONDS = 60
+
+
+class ForkedKernel:
+    """What jupyter_client asks of a kernel's Popen, for a kernel the fork server started: it is
+    not this process's child, so its exit status comes from the server, on the run's socket."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int, server: socket.socket):
+        self.pid, self.server, self.returncode = pid, server, None
+
+    def _hear(self, timeout: float | None) -> None:
+        self.server.settimeout(timeout)
+        try:
+            data = self.server.recv(4096)
+        except (BlockingIOError, TimeoutError, OSError):
+            return
+        if not data:  # the server is gone: the process itself says whether the kernel is
+            if not _alive(self.pid):
+                self.returncode = -signal.SIGKILL
+            elif timeout:
+                time.sleep(timeout)  # no busy wait on a closed socket
+            return
+        try:
+            self.returncode = int(json.loads(data)["exit"])
+        except (ValueError, KeyError, TypeError):
+            pass
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._hear(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        while self.returncode is None:
+            self._hear(0.1)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def forked_kernel_manager(server: socket.socket):
+    """A KernelManager whose kernel the fork server starts warm (torch and friends imported), with
+    the command, environment and folder jupyter_client would have started it with. Should the
+    server refuse or not answer, the kernel is started the usual way, and the run's output says so."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's own kind: its client never blocks the loop
+    from jupyter_client.provisioning import LocalProvisioner
+
+    class ForkedProvisioner(LocalProvisioner):
+        async def launch_kernel(self, cmd, **kwargs):
+            env, cwd = kwargs.get("env") or dict(os.environ), str(kwargs.get("cwd") or os.getcwd())
+            reply = ask_for_kernel(server, {"argv": list(cmd), "env": dict(env), "cwd": cwd})
+            if "pid" not in reply:
+                server.close()  # a server that answers late forks nothing: its child cannot tell this runner
+                print(f"course runner: no warm kernel ({reply.get('error', 'no answer')}); starting one",
+                      file=sys.stderr, flush=True)
+                return await super().launch_kernel(cmd, **kwargs)
+            self.process = ForkedKernel(int(reply["pid"]), server)
+            self.pid = self.pgid = self.process.pid  # the kernel leads a session of its own
+            self.cwd = cwd
+            return self.connection_info
+
+    class ForkedKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            if self.provisioner is None:
+                self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(__import__("uuid").uuid4())
+                self.provisioner = ForkedProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+            return await super()._async_pre_start_kernel(**kw)
+
+    return ForkedKernelManager
+
+
+def ask_for_kernel(server: socket.socket, request: dict) -> dict:
+    """Send the fork server the kernel's request (with its stdin, this runner's stdout and stderr,
+    and this runner's namespaces, which the kernel joins) and return its answer: ``{"pid"}``, or
+    ``{"error"}``."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    namespaces = []
+    try:
+        namespaces = [os.open(f"/proc/self/ns/{name}", os.O_RDONLY) for name in KERNEL_NAMESPACES]
+        socket.send_fds(server, [json.dumps(request).encode()], [devnull, 1, 2, *namespaces])
+        server.settimeout(FORKSERVER_SECONDS)
+        data = server.recv(4096)
+        return json.loads(data) if data else {"error": "the fork server closed the run's socket"}
+    except (OSError, ValueError) as err:
+        return {"error": f"{type(err).__name__}: {err}"}
+    finally:
+        for fd in [devnull, *namespaces]:
+            os.close(fd)
+        server.settimeout(None)
+
+
 def private_kernel_ports():
     """The kernel's messaging sockets as Unix sockets in a folder only this uid can open: where
     there is no network namespace, TCP ports on localhost would let a concurrent submission listen
@@ -299,8 +418,12 @@ def main() -> int:
     private_folders()
     fd = int(os.environ.pop(CHANNEL_ENV))
     os.set_inheritable(fd, False)  # the kernel must not inherit the way out
+    forkserver = None
+    if FORKSERVER_ENV in os.environ:  # kernels start warm, from the fork server (also not inherited)
+        forkserver = socket.socket(fileno=int(os.environ.pop(FORKSERVER_ENV)))
+        forkserver.set_inheritable(False)
     with os.fdopen(fd, "w", encoding="utf-8") as channel:
-        runner = Runner(channel)
+        runner = Runner(channel, forkserver)
         try:
             runner.run()
         except Exception as err:  # the runner's own failure, reported rather than swallowed

@@ -43,14 +43,18 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder.limits import GROUP_TASK_SLACK, LAUNCHER_PROCESSES, MAX_FILES, THREADS_PER_PROCESS, SandboxLimits
 from autograder.sandbox.cgroups import CgroupHome, RunGroup, container_oom_kills, find_home, memory_allowed_mb
 from autograder.sandbox.holdings import Meter, alive, descendants
-from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, LIFELINE_ENV
+from autograder.sandbox.protocol import CELLS_DONE, CHANNEL_ENV, FORKSERVER_ENV, KERNEL_NAMESPACES, LIFELINE_ENV
 from autograder.sandbox.streams import Drain, Lines, Replies
 from autograder.sandbox.uids import UidPool, writable_places
 from autograder.templates import render
+
+if TYPE_CHECKING:
+    from autograder.sandbox.forkserver import ForkServer
 
 POLL_SECONDS = 0.1
 #: Every this many polls the watch reads the exact memory and finds every process of the run anew;
@@ -59,7 +63,7 @@ POLL_SECONDS = 0.1
 EXACT_EVERY = 10
 #: Runs first in every sandbox and ends every process of it once the grader lets go of the lifeline
 #: (``templates/lifeline.sh.tmpl`` says how).
-LIFELINE = render("lifeline.sh.tmpl", channel_env=CHANNEL_ENV, lifeline_env=LIFELINE_ENV)
+LIFELINE = render("lifeline.sh.tmpl", channel_env=CHANNEL_ENV, lifeline_env=LIFELINE_ENV, forkserver_env=FORKSERVER_ENV)
 #: The submission's writable working folder inside the bubblewrap sandbox (in memory, size-capped).
 WORKDIR = "/grading/work"
 #: Starts every sandbox: the first processes the kernel's OOM killer ends when the machine or a
@@ -156,6 +160,7 @@ class Seal:
     staging: Path
     uids: UidPool | None = None  # a root grader's: a fresh uid per run
     _groups: tuple[CgroupHome | None, str] | None = None  # found once per seal: find_home()
+    forkserver: ForkServer | None = None  # starts kernels warm (:mod:`autograder.sandbox.forkserver`)
     _group_names = itertools.count(1)
     _active_lock = threading.Lock()
     _active: set[int] = set()  # runs going on now, in this process (the machine-wide count needs one alone)
@@ -204,6 +209,10 @@ class Seal:
         finally:
             self.uids.give_back(uid)
 
+    def inside_ids(self, uid: int) -> tuple[int, int]:
+        """The uid and gid a run of ``uid`` has as its own user namespace sees them."""
+        return uid, uid
+
     def inside(self, host: Path, dest: str) -> str:
         """The path under which the sandboxed process sees ``host`` (bound at ``dest`` or not)."""
         raise NotImplementedError
@@ -246,12 +255,17 @@ class Seal:
         result = SandboxRun()
         group = self._new_group(limits)
         machine = MachineMemory(self) if group is None else None
+        warm = self.forkserver.pair() if self.forkserver is not None else None  # (the runner's end, the server's)
         try:
             place = self._place(uid, limits)
             channel_r, channel_w = os.pipe()
             lifeline_r, lifeline_w = os.pipe()  # the grader keeps the write end until the run is over
             env = {**env, "HOME": place.home, "TMPDIR": place.tmp, CHANNEL_ENV: str(channel_w),
                    LIFELINE_ENV: str(lifeline_r)}
+            passed = [channel_w, lifeline_r]
+            if warm:
+                env[FORKSERVER_ENV] = str(warm[0].fileno())
+                passed.append(warm[0].fileno())
             command = self.command(["/bin/bash", "-c", LIFELINE, "bash", *argv], binds, env, uid, limits, place)
             if group is not None:  # joined while still root, before anything of the run starts
                 command = [*group.join_command(), *command]
@@ -260,17 +274,28 @@ class Seal:
             started = time.perf_counter()
             try:
                 proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, pass_fds=(channel_w, lifeline_r),
+                                        stderr=subprocess.STDOUT, pass_fds=passed,
                                         start_new_session=True, cwd=place.cwd, env=env if place.cwd else None)
             finally:
                 os.close(channel_w)
                 os.close(lifeline_r)
+                if warm:
+                    warm[0].close()
         except BaseException:  # nothing started: the group and the machine's count are given back
+            if warm:
+                warm[1].close()
             if group is not None:
                 group.remove()
             if machine:
                 machine.close()
             raise
+        if warm:  # the server forks the kernel into this run once the runner asks (or the runner starts its own)
+            try:
+                self.forkserver.register(warm[1], proc.pid, uid, self.inside_ids(uid),
+                                         group.procs_files() if group else [], KERNEL_NAMESPACES)
+            except OSError:
+                pass
+            warm[1].close()
         output = Drain(proc.stdout, limits.output_bytes)
         channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
         replies = Replies(proc.stdin)

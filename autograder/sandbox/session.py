@@ -24,7 +24,9 @@ from helpers.core.models import model_cache_dir
 from autograder.autograder_zip import Autograder, open_up
 from autograder.judge.verdicts import run_status, verdict
 from autograder.sandbox import protocol
-from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, JOB_FILE, NOTEBOOK,
+from autograder.sandbox import forkserver
+from autograder.sandbox.forkserver import ForkServer
+from autograder.sandbox.protocol import (ASSETS_ENV, CELLS_DONE, CONTRACT_FILE, FONT_LIST_DIR, FORKSERVER_FILE, JOB_FILE, NOTEBOOK,
                        NOTEBOOK_FILE, PROTOCOL_FILE, RUNNER_FILE, SANDBOX_ASSETS, SANDBOX_LIB, SANDBOX_MODELS,
                        SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST_DRIVER_FILE)
 from autograder.limits import RUNNER_CAPS, SandboxLimits, runner_caps, threads_per_job, usable_cores
@@ -39,6 +41,8 @@ RUNNER = Path(__file__).with_name("runner.py")
 SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
 #: Where a grading run keeps its shared files (under a temp folder the sandbox's uid can traverse).
 WORKSPACE_PREFIX = "course-grade-"
+#: Set to 0 to start every kernel the usual way (an exec'd Python) instead of from the fork server.
+WARM_KERNELS_ENV = "COURSE_WARM_KERNELS"
 
 
 def runner_library(folder: Path) -> Path:
@@ -47,7 +51,7 @@ def runner_library(folder: Path) -> Path:
     lib = folder / "lib"
     (lib / "otter").mkdir(parents=True, exist_ok=True)
     for source, name in ((RUNNER, RUNNER_FILE), (Path(protocol.__file__), PROTOCOL_FILE),
-                         (Path(contract.__file__), CONTRACT_FILE)):
+                         (Path(contract.__file__), CONTRACT_FILE), (Path(forkserver.__file__), FORKSERVER_FILE)):
         shutil.copyfile(source, lib / name)
     # what ``import otter`` gives the notebook: its grader object does nothing while grading (the
     # grader runs the tests itself, as otter's grading mode does; the real otter costs a second to import)
@@ -113,10 +117,26 @@ class SandboxPool:
             staging.chmod(0o711)  # explicit: a grader's umask of 077 must not lock the sandboxes out
             self.seal = open_seal(staging, Path(sys.executable), self.mode, self.jobs)
             self.seal.require_private(self.private)
+            self._start_forkserver()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _start_forkserver(self) -> None:
+        """Kernels start warm from a fork server (:mod:`autograder.sandbox.forkserver`), with the runs'
+        thread settings and a home of its own; it imports while the first run starts."""
+        if os.environ.get(WARM_KERNELS_ENV, "1") == "0":
+            return
+        home = self.workspace / "forkserver"
+        (home / "tmp").mkdir(parents=True)
+        home.chmod(0o700)
+        fonts = home / "matplotlib"
+        shutil.copytree(self.lib / FONT_LIST_DIR, fonts)
+        env = protocol.sandbox_environment(str(Path(sys.executable).parent), self.threads, shared_cores=self.shared_cores)
+        env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "MPLCONFIGDIR": str(fonts),
+                    "IPYTHONDIR": str(home / "ipython")})
+        self.seal.forkserver = ForkServer(sys.executable, self.lib / FORKSERVER_FILE, env).start()
 
     @property
     def description(self) -> str:
@@ -134,6 +154,8 @@ class SandboxPool:
         return None
 
     def close(self) -> None:
+        if self.seal is not None and self.seal.forkserver is not None:
+            self.seal.forkserver.close()
         shutil.rmtree(self.workspace, ignore_errors=True)
         close_seal(self.seal)  # the uids are free for another grader
 

@@ -102,6 +102,7 @@ class SandboxPool:
         self.shared_cores = self.jobs * self.threads > usable_cores()
         self.mode, self.private = mode, list(private)
         self.seal = None
+        self._forkserver: ForkServer | None = None
         self._autograders: dict[Path, Autograder] = {}
         self._lock = threading.Lock()
 
@@ -112,22 +113,23 @@ class SandboxPool:
         self.workspace.chmod(0o711)  # the sandboxes' uids pass through to what is shared with them
         try:
             self.lib = runner_library(self.workspace)
+            forkserver = self._start_forkserver()  # it imports while the seal is opened and checked
             staging = self.workspace / "staging"
             staging.mkdir()
             staging.chmod(0o711)  # explicit: a grader's umask of 077 must not lock the sandboxes out
             self.seal = open_seal(staging, Path(sys.executable), self.mode, self.jobs)
             self.seal.require_private(self.private)
-            self._start_forkserver()
+            self.seal.forkserver = forkserver
         except BaseException:
             self.close()
             raise
         return self
 
-    def _start_forkserver(self) -> None:
+    def _start_forkserver(self) -> ForkServer | None:
         """Kernels start warm from a fork server (:mod:`autograder.sandbox.forkserver`), with the runs'
-        thread settings and a home of its own; it imports while the first run starts."""
+        thread settings and a home of its own (None where ``$COURSE_WARM_KERNELS`` is 0)."""
         if os.environ.get(WARM_KERNELS_ENV, "1") == "0":
-            return
+            return None
         home = self.workspace / "forkserver"
         (home / "tmp").mkdir(parents=True)
         home.chmod(0o700)
@@ -136,7 +138,8 @@ class SandboxPool:
         env = protocol.sandbox_environment(str(Path(sys.executable).parent), self.threads, shared_cores=self.shared_cores)
         env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "MPLCONFIGDIR": str(fonts),
                     "IPYTHONDIR": str(home / "ipython")})
-        self.seal.forkserver = ForkServer(sys.executable, self.lib / FORKSERVER_FILE, env).start()
+        self._forkserver = ForkServer(sys.executable, self.lib / FORKSERVER_FILE, env).start()
+        return self._forkserver
 
     @property
     def description(self) -> str:
@@ -154,8 +157,8 @@ class SandboxPool:
         return None
 
     def close(self) -> None:
-        if self.seal is not None and self.seal.forkserver is not None:
-            self.seal.forkserver.close()
+        if self._forkserver is not None:
+            self._forkserver.close()
         shutil.rmtree(self.workspace, ignore_errors=True)
         close_seal(self.seal)  # the uids are free for another grader
 

@@ -118,7 +118,7 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
         started = time.perf_counter()
         with SandboxPool(jobs=1, mode=sandbox) as pool:
             session_start = time.perf_counter() - started
-            figures["sandbox"] = pool.description
+            seal = pool.description
             for slug in slugs:
                 zip_path = layout.autograder_zip(slug)
                 if not zip_path.exists():
@@ -133,7 +133,6 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
                 figures[slug] = {"nbclient": alone, "sealed": seal, "otter_run": otter,
                                  "sealed_over_otter": seal["total"] / otter, "sealed_over_nbclient": seal["total"] / alone["total"]}
                 show(slug, figures[slug])
-    seal = figures.pop("sandbox")
     return {"session_start": session_start, "sandbox": seal, "assignments": figures}
 
 
@@ -157,8 +156,8 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help=f"keep the figures in {RECORD.name}")
     parser.add_argument("--note", default="", help="how the machine was (quiet, loaded) for the record")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=None,
-                        help="the seal to grade with (default: course grade's, bubblewrap where it starts); posix "
-                             "starts kernels warm unless COURSE_WARM_KERNELS=0")
+                        help="the seal to grade with (default: course grade's, bubblewrap where it starts); "
+                             "COURSE_WARM_KERNELS=0 times kernels started cold")
     args = parser.parse_args()
     layout = Layout.find(Path(__file__).resolve().parents[1])
     figures = measure(layout, args.slugs, args.sandbox)

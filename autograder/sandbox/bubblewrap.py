@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
-from autograder.sandbox.holdings import Meter, alive, descendants, threads_of
+from autograder.sandbox.holdings import Meter, descendants, threads_of
 from autograder.sandbox.seal import WORKDIR, SandboxUnavailable, Seal, _reachable_by_others, _RunPlace, kill_tree
 from autograder.sandbox.uids import UidPool, kill_uid
 
@@ -141,15 +141,10 @@ class BubblewrapSeal(Seal):
         return SANDBOX_ID, SANDBOX_ID
 
     def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
-        found = set(descendants(proc.pid))
         if known is None:  # a full search: every process in the sandbox's PID namespace (a warm kernel is no child of bwrap)
-            found.update(in_pid_namespaces_of(found))
-            return sorted(found)
-        for pid in known:  # between full searches: what it found still alive, and the trees below
-            if pid not in found and alive(pid):
-                found.add(pid)
-                found.update(descendants(pid))
-        return sorted(found)
+            found = set(descendants(proc.pid))
+            return sorted(found | set(in_pid_namespaces_of(found)))
+        return self._known_and_below(proc, known)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         left = kill_tree(proc)  # the reaper dies with bwrap, and the kernel ends the PID namespace

@@ -1,7 +1,7 @@
 """Kernels started warm: a process with torch, numpy, matplotlib and ipykernel already imported
 forks each submission's kernel, which then enters that submission's sandbox.
 
-Importing those takes 2 to 3 s of every sealed submission (``benchmarks/submission_time.py``); a
+Importing those takes 1 to 3 s of every sealed submission (``benchmarks/submission_time.py``); a
 fork takes milliseconds. Three parties:
 
 - the grader (:class:`ForkServer`) starts the server once per grading run, as a fresh program (not
@@ -37,9 +37,9 @@ import signal
 import socket
 import struct
 import subprocess
-from contextlib import contextmanager
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 #: What the server imports before it forks anything: what every notebook's first cell imports.
@@ -126,7 +126,7 @@ class ForkServer:
 
 
 # ---------------------------------------------------------------------------------------------
-# The server (root; never runs a submission's code)
+# The server (the grader's user; never runs a submission's code)
 
 
 def serve(control: socket.socket) -> None:
@@ -314,13 +314,13 @@ def enter_sandbox(run: dict, namespaces: list[int]) -> bool:
     names = list(run["namespaces"])
     if len(namespaces) != len(names) or not set(names) <= set(_CLONE_FLAGS):
         raise ValueError("the runner sent the wrong namespaces")
-    joined = [(name, fd) for name, fd in zip(names, namespaces)
-              if os.fstat(fd).st_ino != os.stat(f"/proc/self/ns/{name}").st_ino]
+    given = dict(zip(names, namespaces))
+    joined = [(name, fd) for name, fd in given.items() if os.fstat(fd).st_ino != os.stat(f"/proc/self/ns/{name}").st_ino]
     new_user = any(name == "user" for name, _ in joined)
     status = _status(pid)
     if status.get("Uid", "").split() != [str(uid)] * 4 or (not new_user and status.get("NoNewPrivs") != "1"):
         raise PermissionError(f"process {pid} is not the run's runner")
-    if new_user and _namespace_owner(dict(zip(names, namespaces))["user"]) != uid:
+    if new_user and _namespace_owner(given["user"]) != uid:
         raise PermissionError("the runner's user namespace is not the run's")
     limits = _limits_of(pid)
     if _status(pid).get("Uid", "").split() != [str(uid)] * 4:  # still the run's (its pid was not reused)
@@ -341,11 +341,10 @@ def enter_sandbox(run: dict, namespaces: list[int]) -> bool:
             os.setgroups([])
     # The user namespace that owns the run's other namespaces first (bubblewrap nests the runner's own
     # inside it when it changes the uid), then those, then the runner's own user namespace.
-    by_name = dict(joined)
     current_user = os.stat("/proc/self/ns/user").st_ino  # (after the mount namespace, /proc is the run's)
     if new_user:
         with _step("the user namespace of the run's namespaces"):
-            owner = fcntl.ioctl(dict(zip(names, namespaces))["mnt"], NS_GET_USERNS)
+            owner = fcntl.ioctl(given["mnt"], NS_GET_USERNS)
             try:
                 if _namespace_owner(owner) != uid:
                     raise PermissionError("the run's namespaces belong to another user")
@@ -358,9 +357,9 @@ def enter_sandbox(run: dict, namespaces: list[int]) -> bool:
         if name != "user":
             with _step(f"the run's {name} namespace"):
                 _setns(fd, name)
-    if new_user and os.fstat(by_name["user"]).st_ino != current_user:
+    if new_user and os.fstat(given["user"]).st_ino != current_user:
         with _step("the runner's user namespace"):
-            _setns(by_name["user"], "user")
+            _setns(given["user"], "user")
     with _step("dropping privileges"):
         for cap in range(_LAST_CAP + 1):  # past the kernel's last one: refused, harmlessly
             _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
-from autograder.sandbox.holdings import SHARED_MEMORY, Meter, alive, descendants, processes_of
+from autograder.sandbox.holdings import SHARED_MEMORY, Meter, processes_of
 from autograder.sandbox.seal import (SandboxUnavailable, Seal, _blocking_folder, _reachable_by_others, _root_may, _RunPlace,
                                      kill_tree)
 from autograder.sandbox.uids import UidPool, kill_uid
@@ -171,14 +171,7 @@ class PosixSeal(Seal):
     def _members(self, proc: subprocess.Popen, uid: int, known: list[int] | None = None) -> list[int]:
         if known is None:
             return processes_of(uid)  # every process on the machine read: a double fork cannot leave its uid
-        # between full searches: the launcher's tree, what the last full search found still alive, and
-        # the trees below those (a kernel the fork server started is no child of the launcher)
-        found = set(descendants(proc.pid))
-        for pid in known:
-            if pid not in found and alive(pid):
-                found.add(pid)
-                found.update(descendants(pid))
-        return sorted(found)
+        return self._known_and_below(proc, known)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         kill_tree(proc, seconds=0)

@@ -30,7 +30,7 @@ try:  # copied into the sandbox beside its protocol (autograder.sandbox.session.
                                  SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 except ImportError:  # imported from the package (by the tests)
     from autograder.sandbox.protocol import (SANDBOX_ASSETS, ASSETS_ENV, CELLS_DONE, CHANNEL_ENV, DONE, FONT_LIST_DIR,
-                                             FORKSERVER_ENV, JOB_FILE, KERNEL_NAMESPACES, KERNEL_NAMESPACES, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
+                                             FORKSERVER_ENV, JOB_FILE, KERNEL_NAMESPACES, NOTEBOOK, NOTEBOOK_FILE, PUBLIC_CHECK, RUNNER_ERROR,
                                              SANDBOX_SUBMISSION, SUBMISSION_ENV, TEST, TEST_DRIVER_FILE)
 
 SUBMISSION = Path(os.environ.get(SUBMISSION_ENV, SANDBOX_SUBMISSION))

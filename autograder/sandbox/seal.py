@@ -238,6 +238,17 @@ class Seal:
         """The run's processes; ``known`` (the last answer) allows a cheaper search where one exists."""
         raise NotImplementedError
 
+    @staticmethod
+    def _known_and_below(proc: subprocess.Popen, known: list[int]) -> list[int]:
+        """The run's processes between two full searches: the launcher's tree, what the last full
+        search found still alive, and the trees below those (a warm kernel is no child of the launcher)."""
+        found = set(descendants(proc.pid))
+        for pid in known:
+            if pid not in found and alive(pid):
+                found.add(pid)
+                found.update(descendants(pid))
+        return sorted(found)
+
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
         """End every process of the run; returns what could not be ended or removed."""
         raise NotImplementedError

@@ -476,9 +476,9 @@ def run_kernel(request: dict) -> int:
     import matplotlib
     for cached in (matplotlib.get_configdir, matplotlib.get_cachedir):  # the run's MPLCONFIGDIR
         getattr(cached, "cache_clear", lambda: None)()
-    import torch
-    if env.get("OMP_NUM_THREADS", "").isdigit():
-        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    # torch's threads are left alone: a fresh process picks them at its first parallel operation, from
+    # the thread settings the server started with (the pool's, which every run gets), and MKL caps them
+    # at the cores. Setting the count here took 16 threads on 2 cores where an exec'd kernel took 2.
     argv = [str(a) for a in request["argv"]]
     module_at = argv.index("-m") + 2 if "-m" in argv else 1
     sys.argv = [argv[0], *argv[module_at:]]

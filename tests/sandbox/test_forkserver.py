@@ -21,7 +21,7 @@ from autograder.limits import SandboxLimits
 from autograder.sandbox import forkserver
 from autograder.sandbox.forkserver import ForkServer, enter_sandbox
 from autograder.sandbox.posix import PosixSeal
-from autograder.sandbox.protocol import KERNEL_NAMESPACES
+from autograder.sandbox.protocol import KERNEL_NAMESPACES, thread_settings
 from autograder.sandbox.session import WARM_KERNELS_ENV, SandboxPool
 from autograder.sandbox.uids import UidPool, kill_uid
 
@@ -45,12 +45,15 @@ def same_run_bash():
             pass
 bash = same_run_bash()
 me = status("self")
+import torch
+torch.ones(64, 64) @ torch.ones(64, 64)  # torch picks its threads at its first parallel operation
 print(json.dumps({
     "before": before, "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
     "caps": {k: me[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")},
     "no_new_privs": me["NoNewPrivs"].strip(),
     "parent_is_runner": os.getppid() > 0 and "course_runner" in open(f"/proc/{os.getppid()}/cmdline").read(),
     "env_has_server": any("FORKSERVER" in k for k in os.environ),
+    "torch_threads": torch.get_num_threads(),
     "same_as_bash": {
         "cgroup": open("/proc/self/cgroup").read() == open(f"/proc/{bash}/cgroup").read(),
         "limits": open("/proc/self/limits").read() == open(f"/proc/{bash}/limits").read(),
@@ -58,6 +61,18 @@ print(json.dumps({
     },
 }))
 """
+
+
+#: The runs' torch threads in the probes: more than this machine's cores, as the suite's references ask
+#: (REFERENCE_THREADS), where a kernel's own choice and the number asked for part.
+THREADS = 16
+
+
+def threads_of_a_fresh_process() -> int:
+    """The torch threads a process exec'd with the probes' thread settings ends up with."""
+    env = {**os.environ, **thread_settings(THREADS)}
+    code = "import torch; torch.ones(64, 64) @ torch.ones(64, 64); print(torch.get_num_threads())"
+    return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
 
 
 def probe(monkeypatch, warm: bool, seal: str = "posix") -> dict:
@@ -69,7 +84,7 @@ def probe(monkeypatch, warm: bool, seal: str = "posix") -> dict:
     os.chmod(assets, 0o755)
     autograder = Autograder(zip_path=Path("none.zip"), name="probe", tests={}, sources=[], golden={}, assets=assets)
     try:
-        with SandboxPool(1, mode=seal) as pool:
+        with SandboxPool(1, mode=seal, threads=THREADS) as pool:
             assert (pool.seal.forkserver is not None) == warm
             text, problem = pool.execute(autograder, nbformat.writes(nb), SandboxLimits(timeout=60, memory_mb=2048))
     finally:
@@ -94,6 +109,7 @@ def test_a_warm_kernel_is_a_process_of_its_run_with_torch_already_imported(monke
     assert seen["no_new_privs"] == "1"
     assert not seen["parent_is_runner"]  # the fork server's child, not the runner's
     assert not seen["env_has_server"]
+    assert seen["torch_threads"] == threads_of_a_fresh_process()  # not the count asked for, if torch caps it
     assert seen["same_as_bash"] == {"cgroup": True, "limits": True, "mnt": True, "net": True}
 
 
@@ -102,6 +118,7 @@ def test_without_the_fork_server_the_kernel_starts_cold_as_before(monkeypatch, s
     seen = probe(monkeypatch, warm=False, seal=seal)
     assert seen["before"] == []
     assert seen["parent_is_runner"]
+    assert seen["torch_threads"] == threads_of_a_fresh_process()
     assert seen["same_as_bash"] == {"cgroup": True, "limits": True, "mnt": True, "net": True}
 
 

@@ -35,7 +35,8 @@ BATCH_LIMITS = {  # the batches that need other limits than LIMITS
 }
 
 
-#: torch's threads per grading process for the references: what a 16-core server would start.
+#: torch's threads per grading process for the references: what a 16-core server would start (torch's
+#: MKL caps a team at the cores, so a machine with fewer runs them with fewer, as its exec'd kernels do).
 REFERENCE_THREADS = 16
 
 

@@ -26,8 +26,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
-
 from .contract import MODEL_CACHE_ENV
 
 __all__ = [
@@ -85,6 +83,7 @@ def load_bert(name: str = BUNDLED_BERT, *, pretrained: bool = True, seed: int = 
     file then. The model is in eval mode and computes attention eagerly (so that the attention
     weights are returned).
     """
+    import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     source = bundled_model_path(BUNDLED_BERT) if name == BUNDLED_BERT else name
@@ -105,6 +104,7 @@ def load_gpt(name: str = BUNDLED_GPT):
     The bundled SmolLM2 is converted once from its GGUF file to float32 in the model cache; a hub
     name or a local folder loads through ``from_pretrained``.
     """
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = _smollm2_fp32() if name == BUNDLED_GPT else name
@@ -160,6 +160,7 @@ def _smollm2_fp32() -> Path:
     except OSError:
         target = Path(tempfile.mkdtemp(prefix="dl-course-models-")) / _SMOLLM2_FP32
         print(f"{model_cache_dir()} cannot be written: converting into {target.parent} for this run only.")
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = bundled_model_path(BUNDLED_GPT)

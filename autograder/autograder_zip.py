@@ -46,6 +46,8 @@ GRADESCOPE_ROOT = "/autograder"
 SOURCE_DIR = "source"
 #: What hidden tests call when they need the bundled GPT (converted once, before any sandbox starts).
 GPT_LOADER = "load_gpt("
+#: What hidden tests call when they load a bundled pretrained model (GPT or BERT).
+MODEL_LOADERS = (GPT_LOADER, "load_bert(")
 
 #: Where the zip's ``run_otter.py`` and ``setup.sh`` lines (autograder/templates/) find things.
 TEMPLATE_PLACES = {"root": GRADESCOPE_ROOT, "source": SOURCE_DIR, "package": PACKAGE_DIR, "files": FILES_DIR}
@@ -77,6 +79,11 @@ class Autograder:
     def needs_bundled_gpt(self) -> bool:
         """Do the tests load the bundled GPT (which the grader converts once, before the sandboxes)?"""
         return any(GPT_LOADER in test_file["source"] for test_file in self.sources)
+
+    @property
+    def loads_pretrained_models(self) -> bool:
+        """Do the tests load a bundled pretrained model (so its kernels import transformers)?"""
+        return any(loader in test_file["source"] for test_file in self.sources for loader in MODEL_LOADERS)
 
     @property
     def possible(self) -> dict[str, float]:

@@ -45,6 +45,13 @@ from pathlib import Path
 #: What the server imports before it forks anything: what every notebook's first cell imports.
 PRELOADED = ("numpy", "torch", "torch.nn.functional", "matplotlib", "matplotlib.pyplot", "psutil",
              "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel")
+#: Imported too once the grader says the run's assignment loads the bundled pretrained models
+#: (:meth:`ForkServer.preload_models`): the code helpers.core.models loads them with, about 3 s of a
+#: kernel's start. Hugging Face reads its cache's place from the environment as it loads; the runs'
+#: environment fixes it (protocol.sandbox_environment), so the server's copy says what each kernel's would.
+MODEL_CODE = ("transformers", "transformers.models.auto.modeling_auto", "transformers.models.auto.tokenization_auto",
+              "transformers.models.bert.modeling_bert", "transformers.models.bert.tokenization_bert",
+              "transformers.models.llama.modeling_llama")
 #: Largest request the child reads (the kernel's command, environment and folder).
 MAX_REQUEST = 1 << 16
 READY = b"ready\n"
@@ -96,6 +103,11 @@ class ForkServer:
             return False
         finally:
             self.control.settimeout(None)
+
+    def preload_models(self) -> None:
+        """Have the server import :data:`MODEL_CODE` before it forks the next kernel (once is enough).
+        Raises OSError if the server is gone."""
+        self.control.send(json.dumps({"preload": "models"}).encode())
 
     @staticmethod
     def pair() -> tuple[socket.socket, socket.socket]:
@@ -163,6 +175,14 @@ class _GraderGone(Exception):
     pass
 
 
+def _import_model_code() -> None:
+    for name in MODEL_CODE:
+        try:
+            __import__(name)
+        except ImportError:  # not installed here: each kernel finds out for itself
+            return
+
+
 def _handle(key, control, selector, wake_r, waiting, kernels) -> None:
     """One event of the server's loop."""
     if key.data == "control":
@@ -172,8 +192,12 @@ def _handle(key, control, selector, wake_r, waiting, kernels) -> None:
             note, fds = b"", []
         if not note:  # the grader is done or gone
             raise _GraderGone
+        message = json.loads(note)
+        if message.get("preload") == "models" and not fds:
+            _import_model_code()
+            return
         run_end = socket.socket(fileno=fds[0])
-        waiting[run_end.fileno()] = (run_end, json.loads(note))
+        waiting[run_end.fileno()] = (run_end, message)
         selector.register(run_end, selectors.EVENT_READ, "run")
     elif key.data == "child":
         os.read(wake_r, 4096)

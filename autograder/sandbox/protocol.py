@@ -81,6 +81,10 @@ GRADING_SETTING = "grading"
 SPIN_BEFORE_SLEEP = {WAIT_POLICY_ENV: "ACTIVE", "GOMP_SPINCOUNT": "300000"}
 
 
+#: The Hugging Face cache's place in the sandboxes (nothing is ever cached there: they grade offline).
+HF_HOME_NOWHERE = "/nonexistent/huggingface"
+
+
 def thread_settings(threads: int, *, shared_cores: bool = True) -> dict[str, str]:
     """torch's threads for one kernel: ``threads``, fixed. With ``shared_cores`` (the jobs' threads
     together outnumber the cores) idle threads sleep at once, as spinning would take a core another
@@ -101,12 +105,15 @@ def sandbox_environment(venv_bin: str, threads: int, *, shared_cores: bool = Tru
         "MPLBACKEND": "Agg",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        # the Hugging Face cache, which holds nothing offline, at one place no run can create: the same
+        # for every run and for the fork server that imports transformers before any run's HOME is known
+        "HF_HOME": HF_HOME_NOWHERE,
         **thread_settings(threads, shared_cores=shared_cores),
         SETTING_ENV: GRADING_SETTING,
     }
 
 
-__all__ = ["SANDBOX_ASSETS", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR",
+__all__ = ["SANDBOX_ASSETS", "HF_HOME_NOWHERE", "ASSETS_ENV", "CELLS_DONE", "CHANNEL_ENV", "CONTRACT_FILE", "DONE", "FONT_LIST_DIR",
            "FORKSERVER_ENV", "FORKSERVER_FILE", "KERNEL_NAMESPACES", "GOLDEN_MODE_ENV", "GOLDEN_OUTBOX_ENV", "GRADING_SETTING", "JOB_FILE", "SANDBOX_LIB", "LIFELINE_ENV",
            "SANDBOX_MODELS", "NOTEBOOK", "PUBLIC_CHECK",
            "NOTEBOOK_FILE", "PROTOCOL_FILE", "RUNNER_ERROR", "RUNNER_FILE", "SETTING_ENV",

@@ -103,6 +103,7 @@ class SandboxPool:
         self.mode, self.private = mode, list(private)
         self.seal = None
         self._forkserver: ForkServer | None = None
+        self._models_preloaded = False
         self._autograders: dict[Path, Autograder] = {}
         self._lock = threading.Lock()
 
@@ -196,6 +197,8 @@ class SandboxPool:
     def _run(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *, tests: list[dict],
              return_notebook: bool) -> SandboxRun:
         """Run a notebook's cells in a sandbox, then ``tests`` (sent in only after the cells ran)."""
+        if autograder.loads_pretrained_models:
+            self._preload_models()
         submission = Path(tempfile.mkdtemp(prefix="submission-", dir=self.workspace))
         try:
             (submission / NOTEBOOK_FILE).write_text(notebook_text, encoding="utf-8")
@@ -208,6 +211,17 @@ class SandboxPool:
                                      after_cells=(json.dumps(tests) + "\n").encode("utf-8"))
         finally:
             shutil.rmtree(submission, ignore_errors=True)
+
+    def _preload_models(self) -> None:
+        """Once: the fork server imports the models' code, so that its kernels start with it."""
+        with self._lock:
+            if self._forkserver is None or self._models_preloaded:
+                return
+            self._models_preloaded = True
+            try:
+                self._forkserver.preload_models()
+            except OSError:  # the server is gone: kernels start cold, as they do without it
+                pass
 
     def _command(self, autograder: Autograder, submission: Path, return_notebook: bool) -> tuple[list, list, dict]:
         """(argv, binds, env) of the runner: paths as the sandbox shows them."""

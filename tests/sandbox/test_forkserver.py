@@ -21,7 +21,7 @@ from autograder.limits import SandboxLimits
 from autograder.sandbox import forkserver
 from autograder.sandbox.forkserver import ForkServer, enter_sandbox
 from autograder.sandbox.posix import PosixSeal
-from autograder.sandbox.protocol import KERNEL_NAMESPACES, thread_settings
+from autograder.sandbox.protocol import HF_HOME_NOWHERE, KERNEL_NAMESPACES, thread_settings
 from autograder.sandbox.session import WARM_KERNELS_ENV, SandboxPool
 from autograder.sandbox.uids import UidPool, kill_uid
 
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"),
 #: runs as, and how it compares with the lifeline (a bash of the same run, started by the seal).
 PROBE = r"""
 import json, os, sys
-before = sorted(m for m in ("torch", "numpy", "matplotlib.pyplot") if m in sys.modules)
+before = sorted(m for m in ("torch", "numpy", "matplotlib.pyplot", "transformers") if m in sys.modules)
+hub = sys.modules.get("huggingface_hub.constants")
 def status(pid):
     return dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines())
 def same_run_bash():
@@ -54,6 +55,7 @@ print(json.dumps({
     "parent_is_runner": os.getppid() > 0 and "course_runner" in open(f"/proc/{os.getppid()}/cmdline").read(),
     "env_has_server": any("FORKSERVER" in k for k in os.environ),
     "torch_threads": torch.get_num_threads(),
+    "hf_home": hub and hub.HF_HOME,
     "same_as_bash": {
         "cgroup": open("/proc/self/cgroup").read() == open(f"/proc/{bash}/cgroup").read(),
         "limits": open("/proc/self/limits").read() == open(f"/proc/{bash}/limits").read(),
@@ -75,14 +77,17 @@ def threads_of_a_fresh_process() -> int:
     return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
 
 
-def probe(monkeypatch, warm: bool, seal: str = "posix") -> dict:
+def probe(monkeypatch, warm: bool, seal: str = "posix", tests_source: str = "") -> dict:
+    """What the probe cell saw, run in a grading pool's kernel; ``tests_source``: the hidden tests'
+    source its autograder carries (none by default)."""
     monkeypatch.setenv(WARM_KERNELS_ENV, "1" if warm else "0")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(PROBE),
                 nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint(plt.get_backend())")]
     assets = Path(tempfile.mkdtemp(prefix="forkserver-assets-"))
     os.chmod(assets, 0o755)
-    autograder = Autograder(zip_path=Path("none.zip"), name="probe", tests={}, sources=[], golden={}, assets=assets)
+    sources = [{"question": "q1", "source": tests_source}] if tests_source else []
+    autograder = Autograder(zip_path=Path("none.zip"), name="probe", tests={}, sources=sources, golden={}, assets=assets)
     try:
         with SandboxPool(1, mode=seal, threads=THREADS) as pool:
             assert (pool.seal.forkserver is not None) == warm
@@ -110,6 +115,14 @@ def test_a_warm_kernel_is_a_process_of_its_run_with_torch_already_imported(monke
     assert not seen["parent_is_runner"]  # the fork server's child, not the runner's
     assert not seen["env_has_server"]
     assert seen["torch_threads"] == threads_of_a_fresh_process()  # not the count asked for, if torch caps it
+    assert seen["same_as_bash"] == {"cgroup": True, "limits": True, "mnt": True, "net": True}
+
+
+def test_kernels_of_an_assignment_whose_tests_load_a_pretrained_model_start_with_its_code_imported(monkeypatch):
+    seen = probe(monkeypatch, warm=True, tests_source="def test_q1():\n    model, tokenizer = load_bert()\n")
+    assert seen["before"] == ["matplotlib.pyplot", "numpy", "torch", "transformers"]
+    # the cache's place transformers read in the server is the one every run's environment names
+    assert seen["hf_home"] == HF_HOME_NOWHERE
     assert seen["same_as_bash"] == {"cgroup": True, "limits": True, "mnt": True, "net": True}
 
 

@@ -2,7 +2,7 @@
 
 It holds what students should not have to write; it never holds a solution.
 
-The names below load on first use (``helpers.progress``, ``from helpers import progress``), so that
+The names below load on first use (``helpers.plot_attention``, ``from helpers import seed_everything``), so that
 importing a part alone (``helpers.core.contract``, as the grader does) does not load torch and
 matplotlib with it.
 """

@@ -118,7 +118,7 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
         started = time.perf_counter()
         with SandboxPool(jobs=1, mode=sandbox) as pool:
             session_start = time.perf_counter() - started
-            seal = pool.description
+            description = pool.description
             for slug in slugs:
                 zip_path = layout.autograder_zip(slug)
                 if not zip_path.exists():
@@ -133,7 +133,7 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
                 figures[slug] = {"nbclient": alone, "sealed": seal, "otter_run": otter,
                                  "sealed_over_otter": seal["total"] / otter, "sealed_over_nbclient": seal["total"] / alone["total"]}
                 show(slug, figures[slug])
-    return {"session_start": session_start, "sandbox": seal, "assignments": figures}
+    return {"session_start": session_start, "sandbox": description, "assignments": figures}
 
 
 def show(slug: str, f: dict) -> None:

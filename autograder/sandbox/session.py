@@ -175,10 +175,7 @@ class SandboxPool:
             if zip_path not in self._autograders:
                 folder = self.workspace / f"autograder{len(self._autograders)}"
                 self._autograders[zip_path] = Autograder.load(zip_path, folder)
-            autograder = self._autograders[zip_path]
-        if autograder.loads_pretrained_models:  # now: the server imports while the first run starts
-            self._preload_models()
-        return autograder
+            return self._autograders[zip_path]
 
     def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *,
               keep_notebook: bool = False) -> tuple[dict, str | None]:

@@ -81,21 +81,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_lane(layout, course: Path, slugs: list[str]) -> None:
-    """Write, release and autograde ``slugs`` in the course folder ``course``."""
-    for slug in slugs:
-        source = add_to_course(layout, Autograder.read(layout.autograder_zip(slug)), course)
-        nbgrader(course, "generate_assignment", slug, "--force")
-        release = course / "release" / slug / f"{slug}.ipynb"
-        _, variants = wrong_group(slug)
-        submitted = {"reference": nbformat.read(source, as_version=4),
-                     "untouched": nbformat.read(release, as_version=4),
-                     "wrong": with_edits(nbformat.read(source, as_version=4), variants)}
-        for student, nb in submitted.items():
-            folder = course / "submitted" / student / slug
-            folder.mkdir(parents=True)
-            nbformat.write(nb, folder / f"{slug}.ipynb")
-        nbgrader(course, "autograde", slug, "--create", "--force")
+def release_and_autograde(layout, course: Path, slug: str) -> None:
+    """Write, release and autograde ``slug`` in the course folder ``course``."""
+    source = add_to_course(layout, Autograder.read(layout.autograder_zip(slug)), course)
+    nbgrader(course, "generate_assignment", slug, "--force")
+    release = course / "release" / slug / f"{slug}.ipynb"
+    _, variants = wrong_group(slug)
+    submitted = {"reference": nbformat.read(source, as_version=4),
+                 "untouched": nbformat.read(release, as_version=4),
+                 "wrong": with_edits(nbformat.read(source, as_version=4), variants)}
+    for student, nb in submitted.items():
+        folder = course / "submitted" / student / slug
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{slug}.ipynb")
+    nbgrader(course, "autograde", slug, "--create", "--force")
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +109,7 @@ def nbgrader_courses(layout, request, tmp_path_factory):
     def in_a_free_lane(slug):
         course = free.get()
         try:
-            run_lane(layout, course, [slug])
+            release_and_autograde(layout, course, slug)
             return slug, course
         finally:
             free.put(course)

@@ -61,8 +61,10 @@ def _loader() -> str:
 
 
 def _packed(text: str) -> str:
-    """``text`` deflated and base64-encoded: a view's numbers and the libraries shrink about fourfold."""
-    return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+    """``text`` deflated and base64-encoded: a view's numbers and the libraries shrink about fourfold.
+    zlib's default level: on a 1.2 MB view of SmolLM2 it takes 0.03 s against 0.39 s at level 9,
+    for a page 8% larger (0.16 MB against 0.14 MB)."""
+    return base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
 
 # The page side of a view. The view's own HTML arrives deflated; the browser inflates it

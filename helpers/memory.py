@@ -23,6 +23,12 @@ class _LargestTensor(TorchDispatchMode):
         super().__init__()
         self.numel, self.shape = 0, ()
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ to keep torch.compile out of it, and the wrapper imports
+        # torch._dynamo on its first call (about 800 modules, 1.1 s): this watcher is never compiled
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         for value in tree_leaves(result):

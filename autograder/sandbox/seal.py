@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,11 +56,12 @@ from autograder.templates import render
 if TYPE_CHECKING:
     from autograder.sandbox.forkserver import ForkServer
 
+#: The watch looks at the run this often, and at once when the runner says something.
 POLL_SECONDS = 0.1
-#: Every this many polls the watch reads the exact memory and finds every process of the run anew;
-#: between them a cheap bound above the exact figure decides whether to read it now (exact reads
+#: This often the watch reads the exact memory and finds every process of the run anew; between
+#: those reads a cheap bound above the exact figure decides whether to read it now (exact reads
 #: cost tens of milliseconds per process, most of a core at every poll).
-EXACT_EVERY = 10
+EXACT_SECONDS = 1.0
 #: Runs first in every sandbox and ends every process of it once the grader lets go of the lifeline
 #: (``templates/lifeline.sh.tmpl`` says how).
 LIFELINE = render("lifeline.sh.tmpl", channel_env=CHANNEL_ENV, lifeline_env=LIFELINE_ENV, forkserver_env=FORKSERVER_ENV)
@@ -311,7 +312,7 @@ class Seal:
         channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
         replies = Replies(proc.stdin)
         members: list[int] = []
-        polls = 0
+        last_exact = -EXACT_SECONDS
         try:
             while proc.poll() is None:
                 for message in channel.take():
@@ -323,8 +324,9 @@ class Seal:
                 if time.perf_counter() - started > limits.timeout:
                     result.killed_for = "timeout"
                     break
-                exact = polls % EXACT_EVERY == 0
-                polls += 1
+                exact = time.perf_counter() - last_exact >= EXACT_SECONDS
+                if exact:
+                    last_exact = time.perf_counter()
                 members = self._members(proc, uid, None if exact else members)
                 held = meter.measure(members, exact=exact)
                 if not exact and held.memory_mb > limits.memory_mb:  # the bound says maybe: read it exactly
@@ -354,7 +356,11 @@ class Seal:
                 if held.processes > limits.processes + LAUNCHER_PROCESSES:
                     result.killed_for = "processes"
                     break
-                time.sleep(POLL_SECONDS)
+                if channel.ended:  # every writer closed it: what is left is the sandbox's own exit
+                    with suppress(subprocess.TimeoutExpired):
+                        proc.wait(POLL_SECONDS)
+                else:  # woken early by a message: the tests go in as soon as the cells ran
+                    channel.wait(POLL_SECONDS)
         finally:
             if group is not None:
                 if result.killed_for is None and group.oom_kills():  # hit between two polls

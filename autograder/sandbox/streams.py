@@ -78,6 +78,8 @@ class Lines(threading.Thread):
         super().__init__(daemon=True)
         self.stream, self.cap, self.read_bytes, self.overflow = stream, cap, 0, False
         self.lock, self.pending = threading.Lock(), []
+        self.arrived = threading.Event()  # a message came, or the stream ended: the watch wakes
+        self.ended = False
         self.start()
 
     def run(self):
@@ -98,8 +100,17 @@ class Lines(threading.Thread):
                     if isinstance(message, dict):
                         with self.lock:
                             self.pending.append(message)
+                        self.arrived.set()
         except (OSError, ValueError):
             pass
+        finally:
+            self.ended = True
+            self.arrived.set()
+
+    def wait(self, timeout: float) -> None:
+        """Until a message arrives or the stream ends, at most ``timeout`` seconds (one wake-up each)."""
+        self.arrived.wait(timeout)
+        self.arrived.clear()
 
     def take(self) -> list[dict]:
         with self.lock:

@@ -225,3 +225,27 @@ def test_the_graders_channel_reader_holds_no_more_than_its_cap():
         out.write(b'{"event": "done"}\n' + b"[" * (8 << 20) + b"\n" + b'{"event": "late"}\n')
     reader.join(10)
     assert [m["event"] for m in reader.take()] == ["done"] and reader.overflow
+
+
+def test_the_graders_channel_reader_wakes_the_watch_for_a_message_and_at_the_end():
+    """The watch sends the tests in as soon as the cells ran: a message wakes it, and so does the
+    channel's end (then it waits for the sandbox's exit instead)."""
+    import os
+    import threading
+    import time
+
+    from autograder.sandbox.streams import Lines
+
+    r, w = os.pipe()
+    reader = Lines(os.fdopen(r, "rb"), cap=1 << 20)
+    out = os.fdopen(w, "wb")
+    threading.Timer(0.2, lambda: (out.write(b'{"event": "cells_done"}\n'), out.flush())).start()
+    started = time.monotonic()
+    reader.wait(60)
+    assert time.monotonic() - started < 30, "the message did not wake the watch"
+    assert [m["event"] for m in reader.take()] == ["cells_done"] and not reader.ended
+    out.close()
+    started = time.monotonic()
+    reader.wait(60)
+    assert time.monotonic() - started < 30, "the channel's end did not wake the watch"
+    assert reader.ended and reader.take() == []

@@ -57,6 +57,7 @@ def model_cache_dir() -> Path:
 def clear_model_cache() -> None:
     """Delete every converted model; the next load converts again."""
     shutil.rmtree(model_cache_dir(), ignore_errors=True)
+    _TOKENIZERS.clear()
 
 
 def bundled_model_path(name: str) -> Path:
@@ -84,11 +85,11 @@ def load_bert(name: str = BUNDLED_BERT, *, pretrained: bool = True, seed: int = 
     weights are returned).
     """
     import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel
 
     source = bundled_model_path(BUNDLED_BERT) if name == BUNDLED_BERT else name
     with _quiet():
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = _fresh_tokenizer(source)
         if pretrained:
             model = AutoModel.from_pretrained(source, attn_implementation="eager", output_attentions=True)
         else:
@@ -105,14 +106,30 @@ def load_gpt(name: str = BUNDLED_GPT):
     name or a local folder loads through ``from_pretrained``.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     source = _smollm2_fp32() if name == BUNDLED_GPT else name
     with _quiet():
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = _fresh_tokenizer(source)
         model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", dtype=torch.float32)
     model.config.output_attentions = True  # as a loading option it would also land in the generation config
     return model.eval(), tokenizer
+
+
+_TOKENIZERS: dict[str, object] = {}  # source -> the tokenizer as read, never handed out itself
+
+
+def _fresh_tokenizer(source):
+    """A tokenizer of its own for each call: read once per process (SmolLM2's tokenizer file takes
+    about 0.35 s to parse), then copied (about 0.15 s), so that one caller's changes (its padding
+    side, a pad token) never reach another's, as with a fresh load."""
+    import copy
+
+    from transformers import AutoTokenizer
+
+    if str(source) not in _TOKENIZERS:
+        _TOKENIZERS[str(source)] = AutoTokenizer.from_pretrained(source)
+    return copy.deepcopy(_TOKENIZERS[str(source)])
 
 
 def prepare_bundled_gpt() -> Path:

@@ -36,6 +36,17 @@ def test_bundled_bert_returns_attention_for_sentence_pairs():
     assert (attentions[0][1, :, :, -1] < 1e-6).all()  # the shorter pair's padding gets no attention
 
 
+def test_each_load_has_a_tokenizer_of_its_own():
+    """Tokenizers are read once per process and copied: a change to one must not reach the next."""
+    _, first = models.load_bert()
+    first.padding_side, first.model_max_length = "left", 7
+    first.add_special_tokens({"additional_special_tokens": ["[ONLY-MINE]"]})
+    _, second = models.load_bert()
+    assert (second.padding_side, second.model_max_length) == ("right", 512)
+    assert "[ONLY-MINE]" not in second.get_vocab() and len(second) == len(first) - 1
+    assert second("I am happy")["input_ids"] == models.load_bert()[1]("I am happy")["input_ids"]
+
+
 def test_untrained_bert_is_a_seeded_fresh_initialization():
     trained, _ = models.load_bert()
     fresh, _ = models.load_bert(pretrained=False, seed=3)

@@ -8,7 +8,7 @@ import hashlib
 import importlib
 import multiprocessing
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +42,10 @@ REFERENCE_THREADS = 16
 
 def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
     """{file: row} of one sealed grading batch. The references (the complete sample, its zip and
-    the students' exports) are graded apart, two at once, with `course grade`'s default limits and
-    torch at REFERENCE_THREADS threads per process, as a bigger machine would grade them: no
-    correct submission may lose a point to a limit there."""
+    the students' exports) are graded apart, with `course grade`'s default limits and torch at
+    REFERENCE_THREADS threads per process, as a bigger machine would grade them: no correct
+    submission may lose a point to a limit there. They are graded one at a time beside the batch
+    (two at a time), so that neither run's last submission leaves a core idle."""
     references = [folder / "samples" / "complete.ipynb", folder / "samples" / "complete_export.zip",
                   *sorted((folder / "exports").glob("*.zip"))]
     aside = folder.parent / f"{folder.name}_references"
@@ -58,9 +59,11 @@ def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
                 moved.append((path, target))
         quiet = lambda *args: None  # noqa: E731
         # the batches make no PDFs: no executed notebook is kept (tests/pdf checks keeping)
-        rows = Grader(layout, folder, out, limits, jobs=2, keep_executed=False).run(log=quiet)
-        rows += Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=2,
-                       threads=REFERENCE_THREADS, keep_executed=False).run(log=quiet)
+        with ThreadPoolExecutor(1) as beside:
+            references = beside.submit(Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=1,
+                                              threads=REFERENCE_THREADS, keep_executed=False).run, log=quiet)
+            rows = Grader(layout, folder, out, limits, jobs=2, keep_executed=False).run(log=quiet)
+            rows += references.result()
     finally:
         for path, target in moved:
             target.rename(path)

@@ -7,7 +7,7 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
   the export skipped, as the sandbox's runner skips them): the kernel's start, the first code cell
   (the imports), the rest of the cells, and the five slowest cells;
 - **sealed**, through the grader's own sandbox session (``course grade``'s path): the session's
-  start (once per run, shared by every submission), the sandbox until the runner says the cells
+  start and its fork server's readiness (once per run, shared by every submission), the sandbox until the runner says the cells
   ran (sandbox and kernel start, imports, cells), the tests inside the sandbox, the judge outside.
   The sample is graded twice in the same session: the first submission of a run also waits for
   what the session does once per assignment (the fork server importing transformers' model code
@@ -122,6 +122,8 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
         started = time.perf_counter()
         with SandboxPool(jobs=1, mode=sandbox) as pool:
             session_start = time.perf_counter() - started
+            # the fork server imports torch and the rest while the seal opens: the first kernel waits for it
+            server_ready = time.perf_counter() - started if pool._forkserver and pool._forkserver.wait_ready() else None
             description = pool.description
             for slug in slugs:
                 zip_path = layout.autograder_zip(slug)
@@ -138,7 +140,7 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
                 figures[slug] = {"nbclient": alone, "sealed_first": first, "sealed": seal, "otter_run": otter,
                                  "sealed_over_otter": seal["total"] / otter, "sealed_over_nbclient": seal["total"] / alone["total"]}
                 show(slug, figures[slug])
-    return {"session_start": session_start, "sandbox": description, "assignments": figures}
+    return {"session_start": session_start, "server_ready": server_ready, "sandbox": description, "assignments": figures}
 
 
 def show(slug: str, f: dict) -> None:
@@ -168,7 +170,9 @@ def main() -> None:
     args = parser.parse_args()
     layout = Layout.find(Path(__file__).resolve().parents[1])
     figures = measure(layout, args.slugs, args.sandbox)
-    print(f"\nthe sandbox session's start (once per grading run): {figures['session_start']:.1f} s")
+    ready = figures["server_ready"]
+    print(f"\nthe sandbox session's start (once per grading run): {figures['session_start']:.1f} s; its fork server "
+          + (f"ready after {ready:.1f} s" if ready is not None else "did not start (kernels start cold)"))
     if args.record:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=layout.root, capture_output=True,
                                 text=True).stdout.strip()

@@ -180,7 +180,8 @@ def _submission_table(record: dict) -> list[str]:
     rows = [f"One submission at a time, the grading setting ({record['note'] or 'one run'}; commit {record['commit']}, "
             f"{record['date']}; `benchmarks/submission_time.py`, recorded in `benchmarks/submission_time.json`). "
             "The targets: sealed at most 0.35 of `otter run` on kernel_attention and 0.5 on every assignment. "
-            f"The sandbox session's start, once per grading run: {record['session_start']:.1f} s. "
+            f"The sandbox session's start, once per grading run: {record['session_start']:.1f} s"
+            + (f" (its fork server ready after {record['server_ready']:.1f} s). " if record.get("server_ready") else ". ") +
             "Sealed is a submission after the first of a run; the first of a run also waits for what the session "
             "does once per assignment (its own column, where recorded).", "",
             "| assignment | sealed | to cells done | tests | first of a run | nbclient alone | otter run | sealed / otter |",

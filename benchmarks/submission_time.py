@@ -9,10 +9,12 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
 - **sealed**, through the grader's own sandbox session (``course grade``'s path): the session's
   start and its fork server's readiness (once per run, shared by every submission), the sandbox until the runner says the cells
   ran (sandbox and kernel start, imports, cells), the tests inside the sandbox, the judge outside.
-  The sample is graded twice in the same session: the first submission of a run also waits for
-  what the session does once per assignment (the fork server importing transformers' model code
-  for an assignment whose tests load a pretrained model), the second is what every later
-  submission of a class costs. The ratios use the second; the first is printed and kept beside it;
+  The benchmark waits for the fork server's imports (once per run, printed apart) before it grades
+  anything, then grades each sample twice in the same session: the first of an assignment also pays
+  what the session does once (the fork server importing transformers' model code, for the first
+  assignment whose tests load a pretrained model; the judge's first use of a measure's library),
+  the second is what every later submission of a class costs. The ratios use the second; the first
+  is printed and kept beside it;
 - **otter run** with the same autograder zip (otter's own path, golden values compared in the
   student's kernel).
 
@@ -150,12 +152,12 @@ def show(slug: str, f: dict) -> None:
           f"{a['first_cell']:.1f} + other cells {a['other_cells']:.1f}; slowest cell {a['slowest_cell']:.1f} s "
           f"({a['slowest_cell_starts']!r})")
     print("  slowest cells:  " + "; ".join(f"{t:.1f} s {start[:30]!r}" for t, start in a["slowest_cells"]))
-    for label, s in (("sealed, first", f["sealed_first"]), ("sealed, later", s)):
+    for label, s in (("sealed, first", f["sealed_first"]), ("sealed, second", s)):
         print(f"  {label:15} {s['total']:6.1f} s = sandbox to cells done {s['sandbox_to_cells_done']:.1f} + tests "
               f"{s['tests']:.1f} + judge {s['judge']:.2f}")
     print(f"  otter run       {f['otter_run']:6.1f} s")
-    print(f"  sealed (later) / otter run {f['sealed_over_otter']:.2f} (target 0.35 on kernel_attention, 0.5 elsewhere), "
-          f"first {f['sealed_first']['total'] / f['otter_run']:.2f}; "
+    print(f"  sealed (second) / otter run {f['sealed_over_otter']:.2f} (target 0.35 on kernel_attention, 0.5 elsewhere), "
+          f"first of the assignment {f['sealed_first']['total'] / f['otter_run']:.2f}; "
           f"sealed / nbclient {f['sealed_over_nbclient']:.2f}")
 
 
@@ -172,7 +174,7 @@ def main() -> None:
     figures = measure(layout, args.slugs, args.sandbox)
     ready = figures["server_ready"]
     print(f"\nthe sandbox session's start (once per grading run): {figures['session_start']:.1f} s; its fork server "
-          + (f"ready after {ready:.1f} s" if ready is not None else "did not start (kernels start cold)"))
+          + (f"ready after {ready:.1f} s" if ready is not None else "not ready (off, died or too slow: kernels start cold)"))
     if args.record:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=layout.root, capture_output=True,
                                 text=True).stdout.strip()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,7 +243,9 @@ def _usable_v2(folder: Path) -> CgroupHome | None:
 
 
 def _may_make_groups(folder: Path) -> bool:
-    probe = folder / f"{GROUP_PREFIX}{os.getpid()}-probe"
+    # a name of this thread's own: two graders in one process (nbgrader's lanes, the suite's batches
+    # and references) probe at once, and a shared name would make one of them see no control groups
+    probe = folder / f"{GROUP_PREFIX}{os.getpid()}-{threading.get_ident()}-probe"
     try:
         probe.mkdir()
         probe.rmdir()

@@ -56,7 +56,7 @@ from autograder.templates import render
 if TYPE_CHECKING:
     from autograder.sandbox.forkserver import ForkServer
 
-#: The watch looks at the run this often, and at once when the runner says something.
+#: The watch looks at the run this often, and at once when the runner says the cells ran.
 POLL_SECONDS = 0.1
 #: This often the watch reads the exact memory and finds every process of the run anew; between
 #: those reads a cheap bound above the exact figure decides whether to read it now (exact reads
@@ -309,7 +309,7 @@ class Seal:
                 pass
             warm[1].close()
         output = Drain(proc.stdout, limits.output_bytes)
-        channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes)
+        channel = Lines(os.fdopen(channel_r, "rb"), limits.channel_bytes, wake_for={CELLS_DONE})
         replies = Replies(proc.stdin)
         members: list[int] = []
         last_exact = -EXACT_SECONDS
@@ -325,10 +325,10 @@ class Seal:
                     result.killed_for = "timeout"
                     break
                 exact = time.perf_counter() - last_exact >= EXACT_SECONDS
-                if exact:
-                    last_exact = time.perf_counter()
                 members = self._members(proc, uid, None if exact else members)
                 held = meter.measure(members, exact=exact)
+                if exact:  # from its end: a read that takes long still leaves cheap looks between two
+                    last_exact = time.perf_counter()
                 if not exact and held.memory_mb > limits.memory_mb:  # the bound says maybe: read it exactly
                     exact, held = True, meter.measure(members, exact=True)
                 if exact:
@@ -359,7 +359,7 @@ class Seal:
                 if channel.ended:  # every writer closed it: what is left is the sandbox's own exit
                     with suppress(subprocess.TimeoutExpired):
                         proc.wait(POLL_SECONDS)
-                else:  # woken early by a message: the tests go in as soon as the cells ran
+                else:  # woken early when the cells ran: the tests go in at once
                     channel.wait(POLL_SECONDS)
         finally:
             if group is not None:

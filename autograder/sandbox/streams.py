@@ -72,13 +72,16 @@ class Drain(threading.Thread):
 
 
 class Lines(threading.Thread):
-    """Newline-delimited JSON messages from a stream, up to ``cap`` bytes in all."""
+    """Newline-delimited JSON messages from a stream, up to ``cap`` bytes in all. A message whose
+    ``event`` is in ``wake_for``, or the stream's end, wakes :meth:`wait` (other messages do not: a
+    sandbox that floods the stream cannot make the watch spin)."""
 
-    def __init__(self, stream, cap: int):
+    def __init__(self, stream, cap: int, wake_for=frozenset()):
         super().__init__(daemon=True)
         self.stream, self.cap, self.read_bytes, self.overflow = stream, cap, 0, False
         self.lock, self.pending = threading.Lock(), []
-        self.arrived = threading.Event()  # a message came, or the stream ended: the watch wakes
+        self.wake_for = frozenset(wake_for)
+        self.arrived = threading.Event()
         self.ended = False
         self.start()
 
@@ -100,7 +103,8 @@ class Lines(threading.Thread):
                     if isinstance(message, dict):
                         with self.lock:
                             self.pending.append(message)
-                        self.arrived.set()
+                        if message.get("event") in self.wake_for:
+                            self.arrived.set()
         except (OSError, ValueError):
             pass
         finally:
@@ -108,7 +112,7 @@ class Lines(threading.Thread):
             self.arrived.set()
 
     def wait(self, timeout: float) -> None:
-        """Until a message arrives or the stream ends, at most ``timeout`` seconds (one wake-up each)."""
+        """Until a waking message arrives or the stream ends, at most ``timeout`` seconds (one wake-up each)."""
         self.arrived.wait(timeout)
         self.arrived.clear()
 

@@ -182,9 +182,10 @@ def _submission_table(record: dict) -> list[str]:
             "The targets: sealed at most 0.35 of `otter run` on kernel_attention and 0.5 on every assignment. "
             f"The sandbox session's start, once per grading run: {record['session_start']:.1f} s"
             + (f" (its fork server ready after {record['server_ready']:.1f} s). " if record.get("server_ready") else ". ") +
-            "Sealed is a submission after the first of a run; the first of a run also waits for what the session "
-            "does once per assignment (its own column, where recorded).", "",
-            "| assignment | sealed | to cells done | tests | first of a run | nbclient alone | otter run | sealed / otter |",
+            "Sealed is an assignment's second submission in a session whose fork server is ready; its first also "
+            "pays what the session does once (transformers' model code imported by the server, a measure's library "
+            "imported by the judge): its own column, where recorded.", "",
+            "| assignment | sealed | to cells done | tests | first of the assignment | nbclient alone | otter run | sealed / otter |",
             "|---|---|---|---|---|---|---|---|"]
     for slug, f in record["assignments"].items():
         s = f["sealed"]

@@ -227,25 +227,34 @@ def test_the_graders_channel_reader_holds_no_more_than_its_cap():
     assert [m["event"] for m in reader.take()] == ["done"] and reader.overflow
 
 
-def test_the_graders_channel_reader_wakes_the_watch_for_a_message_and_at_the_end():
-    """The watch sends the tests in as soon as the cells ran: a message wakes it, and so does the
-    channel's end (then it waits for the sandbox's exit instead)."""
+def test_the_graders_channel_reader_wakes_the_watch_when_the_cells_ran_and_at_the_end():
+    """The watch sends the tests in as soon as the cells ran: that message wakes it, and so does the
+    channel's end (then it waits for the sandbox's exit instead). Other messages do not, so a
+    sandbox that floods its channel cannot make the watch spin."""
     import os
     import threading
     import time
 
     from autograder.sandbox.streams import Lines
 
+    def waited(reader, bound):
+        started = time.monotonic()
+        reader.wait(bound)
+        return time.monotonic() - started
+
     r, w = os.pipe()
-    reader = Lines(os.fdopen(r, "rb"), cap=1 << 20)
+    reader = Lines(os.fdopen(r, "rb"), cap=1 << 20, wake_for={"cells_done"})
     out = os.fdopen(w, "wb")
+    out.write(b'{"event": "test"}\n' * 50)
+    out.flush()
+    assert waited(reader, 0.5) >= 0.4, "a message the watch does not act on woke it"
     threading.Timer(0.2, lambda: (out.write(b'{"event": "cells_done"}\n'), out.flush())).start()
-    started = time.monotonic()
-    reader.wait(60)
-    assert time.monotonic() - started < 30, "the message did not wake the watch"
-    assert [m["event"] for m in reader.take()] == ["cells_done"] and not reader.ended
+    assert waited(reader, 60) < 30, "the cells' end did not wake the watch"
+    assert [m["event"] for m in reader.take()] == ["test"] * 50 + ["cells_done"] and not reader.ended
+    out.write(b'{"event": "cells_done"}\n')
+    out.flush()
+    time.sleep(0.2)  # arrived before the watch waits: the wait returns at once
+    assert waited(reader, 60) < 30
     out.close()
-    started = time.monotonic()
-    reader.wait(60)
-    assert time.monotonic() - started < 30, "the channel's end did not wake the watch"
-    assert reader.ended and reader.take() == []
+    assert waited(reader, 60) < 30, "the channel's end did not wake the watch"
+    assert reader.ended and [m["event"] for m in reader.take()] == ["cells_done"]

@@ -243,8 +243,8 @@ def _usable_v2(folder: Path) -> CgroupHome | None:
 
 
 def _may_make_groups(folder: Path) -> bool:
-    # a name of this thread's own: two graders in one process (nbgrader's lanes, the suite's batches
-    # and references) probe at once, and a shared name would make one of them see no control groups
+    # a name of this thread's own: two graders in one process (the suite grades a batch and its
+    # references at once) may probe together, and a shared name would make one see no control groups
     probe = folder / f"{GROUP_PREFIX}{os.getpid()}-{threading.get_ident()}-probe"
     try:
         probe.mkdir()

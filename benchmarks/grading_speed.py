@@ -7,10 +7,11 @@
 - the notebook executed by nbclient alone, unsandboxed, two at a time (no grading at all).
 
 The targets (issue 7): sealed at most half the wall time per submission of ``otter run``, and at
-most 1.3 times nbclient alone. A sealed run of only the first two copies is timed too: what a
-run pays once (the fork server's imports, the uids' emptying at its end), which a class of hundreds
-spreads thin, apart from what each further submission adds. Submissions are copies of the solved student notebook, each with
-different bytes (the slowest realistic submission: every cell runs).
+most 1.3 times nbclient alone. A sealed run of only the first two copies is timed too, to tell
+what a run pays once (the fork server's imports, the uids' emptying at its end), which a class of
+hundreds spreads thin, from what each further submission adds. Submissions are copies of the
+solved student notebook, each with different bytes (the slowest realistic submission: every cell
+runs).
 
     .venv/bin/python benchmarks/grading_speed.py [COPIES]
 """

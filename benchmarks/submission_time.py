@@ -7,8 +7,9 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
   the export skipped, as the sandbox's runner skips them): the kernel's start, the first code cell
   (the imports), the rest of the cells, and the five slowest cells;
 - **sealed**, through the grader's own sandbox session (``course grade``'s path): the session's
-  start and its fork server's readiness (once per run, shared by every submission), the sandbox until the runner says the cells
-  ran (sandbox and kernel start, imports, cells), the tests inside the sandbox, the judge outside.
+  start and its fork server's readiness (once per run, shared by every submission), the sandbox
+  until the runner says the cells ran (sandbox and kernel start, imports, cells), the tests inside
+  the sandbox, the judge outside.
   The benchmark waits for the fork server's imports (once per run, printed apart) before it grades
   anything, then grades each sample twice in the same session: the first of an assignment also pays
   what the session does once (the fork server importing transformers' model code, for the first

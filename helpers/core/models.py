@@ -89,7 +89,7 @@ def load_bert(name: str = BUNDLED_BERT, *, pretrained: bool = True, seed: int = 
 
     source = bundled_model_path(BUNDLED_BERT) if name == BUNDLED_BERT else name
     with _quiet():
-        tokenizer = _fresh_tokenizer(source, bundled=name == BUNDLED_BERT)
+        tokenizer = _fresh_tokenizer(source, keep=name == BUNDLED_BERT)  # the package's folder: never rewritten
         if pretrained:
             model = AutoModel.from_pretrained(source, attn_implementation="eager", output_attentions=True)
         else:
@@ -110,7 +110,8 @@ def load_gpt(name: str = BUNDLED_GPT):
 
     source = _smollm2_fp32() if name == BUNDLED_GPT else name
     with _quiet():
-        tokenizer = _fresh_tokenizer(source, bundled=name == BUNDLED_GPT)
+        # kept only from the cache's conversion (one into a temporary folder is made again each call)
+        tokenizer = _fresh_tokenizer(source, keep=name == BUNDLED_GPT and source.parent == model_cache_dir())
         model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", dtype=torch.float32)
     model.config.output_attentions = True  # as a loading option it would also land in the generation config
     return model.eval(), tokenizer
@@ -119,18 +120,17 @@ def load_gpt(name: str = BUNDLED_GPT):
 _TOKENIZERS: dict[str, object] = {}  # bundled model's folder -> its tokenizer as read, never handed out itself
 
 
-def _fresh_tokenizer(source, *, bundled: bool):
-    """A tokenizer of its own for each call. A bundled model's is read once per process (SmolLM2's
-    tokenizer file takes about 0.35 s to parse), then copied (about 0.15 s), so that one caller's
-    changes (its padding side, a pad token) never reach another's, as with a fresh load. Only the
-    bundled models' folders, which nothing rewrites, are kept: a folder of the student's own, or a
-    conversion into a temporary folder, is read at each call."""
+def _fresh_tokenizer(source, *, keep: bool):
+    """A tokenizer of its own for each call. With ``keep`` (a bundled model's folder, which nothing
+    rewrites) it is read once per process (SmolLM2's tokenizer file takes about 0.35 s to parse),
+    then copied (about 0.15 s), so that one caller's changes (its padding side, a pad token) never
+    reach another's, as with a fresh load; any other folder, a student's own for one, is read at
+    each call."""
     import copy
 
     from transformers import AutoTokenizer
 
-    kept = bundled and (Path(source).parent == model_cache_dir() or Path(source) == bundled_model_path(BUNDLED_BERT))
-    if not kept:
+    if not keep:
         return AutoTokenizer.from_pretrained(source)
     if str(source) not in _TOKENIZERS:
         _TOKENIZERS[str(source)] = AutoTokenizer.from_pretrained(source)

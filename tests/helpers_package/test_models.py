@@ -37,7 +37,8 @@ def test_bundled_bert_returns_attention_for_sentence_pairs():
 
 
 def test_each_load_has_a_tokenizer_of_its_own():
-    """Tokenizers are read once per process and copied: a change to one must not reach the next."""
+    """The bundled models' tokenizers are read once per process and copied: a change to one must not
+    reach the next."""
     _, first = models.load_bert()
     first.padding_side, first.model_max_length = "left", 7
     first.add_special_tokens({"additional_special_tokens": ["[ONLY-MINE]"]})

@@ -60,10 +60,11 @@ def grade_batch(layout, folder: Path, out: Path, limits: Limits) -> dict:
         quiet = lambda *args: None  # noqa: E731
         # the batches make no PDFs: no executed notebook is kept (tests/pdf checks keeping)
         with ThreadPoolExecutor(1) as beside:
-            references = beside.submit(Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=1,
-                                              threads=REFERENCE_THREADS, keep_executed=False).run, log=quiet)
+            graded_references = beside.submit(
+                Grader(layout, aside, out.parent / f"{out.name}_references", Limits(), jobs=1,
+                       threads=REFERENCE_THREADS, keep_executed=False).run, log=quiet)
             rows = Grader(layout, folder, out, limits, jobs=2, keep_executed=False).run(log=quiet)
-            rows += references.result()
+            rows += graded_references.result()
     finally:
         for path, target in moved:
             target.rename(path)

@@ -2,12 +2,13 @@
 
 The batch holds the sample submissions, the known-wrong and known-correct variants, the students'
 exported zips and the adversarial submissions; every test reads its rows, nothing is graded twice.
+The batches are graded in the background from the first test on, while the tests marked
+``beside_grading`` run; every other test waits for them (docs/developers/testing.md).
 What the fixtures and the tests share (the constants, writing and grading a batch, reading a row)
 is in ``support/batches.py``: no module imports this one.
 """
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -16,26 +17,40 @@ import pytest
 # builds, grading runs and tests use the fast training/timing budget
 os.environ.setdefault("COURSE_SETTING", "grading")
 
-import nbformat  # noqa: E402
 
 from tests.support.adversarial import Listener  # noqa: E402
 from autograder.build.assign import build  # noqa: E402
 from autograder.layout import OUT_ENV, Layout  # noqa: E402
-from tests.support.batches import (BATCH_LIMITS, LIMITS, REPO, SLUG, BatchPreparation, GradedAssignment,  # noqa: E402
-                                   grade_batch, tree_digest)
+from tests.support.batches import REPO, SLUG, BackgroundGrading, BatchPreparation  # noqa: E402
 
 
 #: Fixtures that build an assignment or grade a batch of notebooks: a test that uses one (even
 #: through another fixture) is marked ``batch`` and left out of the fast lane (``make test-fast``:
 #: ``pytest -m "not batch"``).
-BATCH_FIXTURES = {"batch_preparation", "fresh_notebooks", "submissions", "graded", "assignment_batch", "gradescope",
-                  "nbgrader_courses"}
+BATCH_FIXTURES = {"batch_preparation", "background_grading", "fresh_notebooks", "submissions", "graded",
+                  "assignment_batch", "gradescope", "nbgrader_courses"}
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
+#: The batches the collected tests grade (batches_to_grade), and their BackgroundGrading once started.
+WANTED = pytest.StashKey[list]()
+BACKGROUND = pytest.StashKey[BackgroundGrading]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # before `-m` deselects
         if BATCH_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.batch)
+    yield
+    config.stash[WANTED] = batches_to_grade(items)  # of the tests left
+    if config.stash[WANTED]:
+        # the tests that may share the machine with the background grading go first, while it runs
+        items.sort(key=lambda item: not beside_grading(item))
+
+
+def beside_grading(item) -> bool:
+    """Marked ``beside_grading`` (a module's mark covers its tests) and using no batch fixture."""
+    return item.get_closest_marker("beside_grading") is not None and item.get_closest_marker("batch") is None
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +69,7 @@ def batches_to_grade(items) -> list[str]:
     wanted = set()
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
-        if "submissions" in names:  # kernel_attention's batch, with the attacks (graded, gradescope)
+        if names & {"submissions", "graded"}:  # kernel_attention's batch, with the attacks (and gradescope)
             wanted.add(SLUG)
         if "nbgrader_courses" in names:  # its courses carry the golden values of every batch's build
             wanted.update(slugs)
@@ -71,7 +86,7 @@ def batch_preparation(layout, tmp_path_factory, request):
 
     kinds = {SLUG: ("with_pdf", "without_latex") if latex_available() else ("without_latex",)}
     preparation = BatchPreparation(layout, lambda slug: tmp_path_factory.mktemp(f"{slug}_batch"),
-                                   batches_to_grade(request.session.items), kinds)
+                                   request.config.stash[WANTED], kinds)
     yield preparation
     preparation.close()
 
@@ -94,66 +109,56 @@ def listener():
 
 
 @pytest.fixture(scope="session")
-def submissions(layout, batch_preparation, listener, tmp_path_factory):
+def background_grading(layout, batch_preparation, listener, tmp_path_factory, request):
+    """Every batch the session grades, graded one after another from the session's first test on
+    (BackgroundGrading); kernel_attention's with the attacks on the grader, aimed at what is made here."""
+    attack_paths = {"host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission", "port": listener.port}
+    grading = BackgroundGrading(layout, batch_preparation, lambda slug: tmp_path_factory.mktemp(f"{slug}_results"),
+                                attack_paths)
+    grading.start()
+    request.config.stash[BACKGROUND] = grading
+    yield grading
+    grading.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _grading_starts_with_the_session(request):
+    """The background grading starts with the first test, whichever it is (asked for by name, so that
+    the fast lane's tests do not count as using a batch fixture: it starts nothing there). If that
+    test may not run beside it, it waits here, before its own fixtures are made."""
+    if request.config.stash[WANTED]:
+        grading = request.getfixturevalue("background_grading")
+        if not beside_grading(request.session.items[0]):
+            grading.wait()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test not marked ``beside_grading`` waits, before any of its fixtures is made, until every
+    batch is graded (BackgroundGrading)."""
+    grading = item.config.stash.get(BACKGROUND, None)
+    if grading is not None and not beside_grading(item):
+        grading.wait()
+
+
+@pytest.fixture(scope="session")
+def submissions(background_grading):
     """(folder, expected statuses per file, host paths the attacks aim at): kernel_attention's
     prepared batch, with the attacks on the grader added."""
-    from tests.support.adversarial import make_attacks, malformed_files, metadata_attack, with_attack
-
-    prepared = batch_preparation.get(SLUG)
-    folder, expected = prepared.folder, dict(prepared.expected)
-    results = tmp_path_factory.mktemp("results")
-    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
-    blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
-    # What a student might try against the grader.
-    paths = {"repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder,
-             "results": results, "host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission",
-             "port": listener.port}
-    from tests.support.seal_attacks import seal_attacks
-
-    attacks = make_attacks(paths) + seal_attacks()
-    (folder / "adversarial").mkdir()
-    for attack in attacks:
-        nbformat.write(with_attack(blank, attack["cell"]), folder / "adversarial" / f"{attack['name']}.ipynb")
-        expected[f"adversarial/{attack['name']}.ipynb"] = attack["expect"]
-    planted = Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"
-    planted.write_bytes((layout.autograder_zip(SLUG)).read_bytes())
-    paths["planted_zip"] = planted
-    nbformat.write(metadata_attack(blank, planted), folder / "adversarial" / "climbs_to_a_planted_autograder.ipynb")
-    expected["adversarial/climbs_to_a_planted_autograder.ipynb"] = ("invalid",)
-    for name, statuses in malformed_files(folder / "adversarial", nbformat.writes(complete)).items():
-        expected[f"adversarial/{name}"] = statuses
-    paths["digest_before"] = tree_digest(folder)
-    yield folder, expected, paths
-    planted.unlink(missing_ok=True)
+    batch = background_grading.get(SLUG)
+    return batch.folder, batch.expected, batch.paths
 
 
 @pytest.fixture(scope="session")
-def graded(layout, submissions):
+def graded(background_grading):
     """{file: row} of the one sealed grading run, and its results folder."""
-    folder, _, paths = submissions
-    out = paths["results"]
-    rows = grade_batch(layout, folder, out, BATCH_LIMITS[SLUG])
-    paths["digest_after_grading"] = tree_digest(folder)
-    return rows, out
+    batch = background_grading.get(SLUG)
+    return batch.rows, batch.results
 
 
 @pytest.fixture(scope="session")
-def assignment_batch(layout, batch_preparation, tmp_path_factory, request):
-    """``get(slug) -> GradedAssignment``: grade the assignment's prepared batch (its samples,
-    variants from ``tests/<slug>_variants.py`` and a student's export) in one sealed run, on first use.
+def assignment_batch(background_grading):
+    """``get(slug) -> GradedAssignment``: the assignment's prepared batch (its samples, variants from
+    ``tests/<slug>_variants.py`` and a student's export) graded in one sealed run, in the background.
     kernel_attention's is the ``graded`` batch, which holds the attacks on the grader as well."""
-    batches: dict[str, GradedAssignment] = {}
-
-    def get(slug: str) -> GradedAssignment:
-        if slug == SLUG and slug not in batches:
-            folder, expected, _ = request.getfixturevalue("submissions")
-            rows, _ = request.getfixturevalue("graded")
-            batches[slug] = GradedAssignment(rows, expected, folder, request.getfixturevalue("fresh_notebooks"))
-        if slug not in batches:
-            prepared = batch_preparation.get(slug)
-            limits = BATCH_LIMITS.get(slug, LIMITS)
-            rows = grade_batch(layout, prepared.folder, tmp_path_factory.mktemp(f"{slug}_results"), limits)
-            batches[slug] = GradedAssignment(rows, prepared.expected, prepared.folder, prepared.notebooks)
-        return batches[slug]
-
-    return get
+    return background_grading.get

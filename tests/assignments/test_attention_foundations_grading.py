@@ -12,6 +12,8 @@ from tests.support.batches import LIMITS
 from tests.attention_foundations_variants import FORGEABLE_PROPERTIES
 from tests.support.student_run import printed
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 SLUG = "attention_foundations"
 
 

@@ -5,6 +5,8 @@ import pytest
 
 from tests.support.notebook_edits import definitions, pack_wrong, reached
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 MASTER = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in [
     "import torch\n\ndef f(x):\n    return x + 1\n\ndef g(x):\n    return 2 * x",
     "def h(x):\n    return f(x) * 3",

@@ -10,6 +10,8 @@ from helpers.pretraining import (MASK, PAD, PLACES, GPT, CharVocab, deterministi
                                  finetuning_batches, invented_names, make_corpus, make_people, predict_places,
                                  pretraining_batches, question, read_span_example, split_people, train)
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 def test_people_and_corpus_are_deterministic_and_every_person_is_in_the_corpus():
     people = make_people(300, seed=0)

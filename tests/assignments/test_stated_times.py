@@ -19,6 +19,8 @@ sys.path.append(str(REPO / "benchmarks"))  # the benchmarks are scripts that imp
 
 from busy import FIGURES, STATED_TIMES_START, readme_table, stated_times  # noqa: E402
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 SLUGS = sorted(p.parent.name for p in (REPO / "solutions").glob("*/*.ipynb") if p.stem == p.parent.name)
 FIGURES_OF = json.loads(FIGURES.read_text())
 #: A claim of how long something takes in minutes (``min(`` and ``min–max`` are no claim).

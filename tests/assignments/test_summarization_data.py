@@ -9,6 +9,8 @@ import torch
 
 from helpers import summarization as S
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 @pytest.fixture(scope="module")
 def corpus():

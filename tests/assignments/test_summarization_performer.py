@@ -14,6 +14,8 @@ from helpers import summarization as S
 from tests.support.notebook_edits import master
 from tests.summarization_variants import PERFORMER_CORRECT, PERFORMER_WRONG
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 @pytest.fixture(scope="module")
 def reference():

@@ -17,6 +17,8 @@ from helpers.visualizing_attention import (PARTY_PAIR, encode, plot_query_key, r
                                            token_labels, top_heads)
 from tests.support.student_run import printed
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 matplotlib.use("Agg")
 SLUG = "visualizing_attention"
 

@@ -13,6 +13,8 @@ from autograder.build.check import leak_problems, read_secrets
 from autograder.layout import Layout
 from autograder.grade.submissions import InvalidSubmission, read_submission_notebook
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

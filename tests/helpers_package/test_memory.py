@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from helpers.memory import largest_intermediate
+
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
 
 
 def quadratic(Q, K, V):

@@ -10,6 +10,8 @@ import torch
 
 from helpers import models
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):

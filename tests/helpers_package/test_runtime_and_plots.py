@@ -11,6 +11,8 @@ import torch
 from helpers import budget, check_tensor, fast_mode, get_device, plot_attention, progress, seed_everything, setting, use_setting
 from helpers.runtime import FAST_ENV, SETTING_ENV
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 def test_seed_everything_makes_torch_reproducible():
     seed_everything(3)

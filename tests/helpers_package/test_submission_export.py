@@ -13,6 +13,8 @@ from nbclient import NotebookClient
 
 from helpers.submission import NotebookNotSaved, export_submission, unsaved_run
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 def probe(client, nb, path) -> str:
     cell = nbformat.v4.new_code_cell(

@@ -12,6 +12,8 @@ from autograder.build.check import read_secrets
 from autograder.layout import CourseError, Layout
 from autograder.build.release import make_release, release_problems, student_dependencies
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = Layout(REPO)
 SLUG = "kernel_attention"

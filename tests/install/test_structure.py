@@ -4,6 +4,10 @@ either package imports, at any depth and from anywhere in its body, a module tha
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("helpers", "autograder")
 

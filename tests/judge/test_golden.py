@@ -10,6 +10,8 @@ import torch
 from helpers import golden
 from helpers.golden import GoldenMismatch, encode, expect, expect_between, judge
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 
 @pytest.fixture
 def golden_file(tmp_path, monkeypatch):

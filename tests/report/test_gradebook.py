@@ -4,7 +4,11 @@ the written questions as columns to fill; and its Canvas form."""
 import csv
 from pathlib import Path
 
+import pytest
+
 from autograder.report.gradebook import student_of, write_gradebooks
+
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
 
 
 def row(file, assignment="kernel_attention", status="ok", total=10.0, scores=None, message=""):

@@ -31,6 +31,8 @@ from autograder.report.stats import normalise, by_test
 from autograder.grade.results import RUN_FILE
 from tests.support.notebook_edits import edited_functions
 
+pytestmark = pytest.mark.beside_grading  # no sandbox, no look at others' processes (conftest)
+
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "kernel_attention"
 LAYOUT = Layout(REPO)

@@ -4,13 +4,16 @@ how a row is read."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import importlib
 import multiprocessing
 import os
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
@@ -125,10 +128,18 @@ class PreparedBatch:
     expected: dict
 
 
+def _take_environment(environment: dict) -> None:
+    """A worker process's environment: the session's as it was when the fixtures started, not as a
+    test running meanwhile in the main process may have changed it (``monkeypatch.setenv``)."""
+    os.environ.clear()
+    os.environ.update(environment)
+
+
 def prepare_batch(root: str, out: str, slug: str, base: str, latex_kinds: tuple, grader_samples: bool,
-                  jobs: int) -> PreparedBatch:
+                  jobs: int, environment: dict) -> PreparedBatch:
     """In a worker process, one of ``jobs``: build ``slug`` and write its batch (:func:`write_batch`)
     under ``base``, with the kernels it starts given their share of the cores."""
+    _take_environment(environment)
     os.environ.update(thread_settings(threads_per_job(jobs)))
     from autograder.build.assign import build
 
@@ -153,26 +164,29 @@ class BatchPreparation:
                  jobs: int = PREPARATION_JOBS):
         self.layout, self.base_folder, self.wanted, self.latex_kinds = layout, base_folder, wanted, latex_kinds
         self.jobs = jobs
+        self.environment = dict(os.environ)
         self.futures: dict[str, Future] = {}
         self.pool: ProcessPoolExecutor | None = None
+        self.lock = threading.Lock()  # asked for by the background grading's thread and the main one
 
     def _submit(self, slug: str) -> None:
         if self.pool is None:
             self.pool = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
         self.futures[slug] = self.pool.submit(
             prepare_batch, str(self.layout.root), str(self.layout.out), slug, str(self.base_folder(slug)),
-            self.latex_kinds.get(slug, ("without_latex",)), slug == SLUG, self.jobs)
+            self.latex_kinds.get(slug, ("without_latex",)), slug == SLUG, self.jobs, self.environment)
 
     def get(self, slug: str) -> PreparedBatch:
         """The prepared batch of ``slug``; the first call starts every wanted one, and waits for all
         of them (grading the first while the rest are prepared would slow both)."""
-        if not self.futures and slug in self.wanted:
-            for each in self.wanted:
-                self._submit(each)
-            for future in list(self.futures.values()):
-                future.exception()  # wait; a failure is raised by the get() that asks for that batch
-        if slug not in self.futures:
-            self._submit(slug)
+        with self.lock:
+            if not self.futures and slug in self.wanted:
+                for each in self.wanted:
+                    self._submit(each)
+                for future in list(self.futures.values()):
+                    future.exception()  # wait; a failure is raised by the get() that asks for that batch
+            if slug not in self.futures:
+                self._submit(slug)
         return self.futures[slug].result()
 
     def close(self) -> None:
@@ -189,9 +203,124 @@ def failures(row: dict, hidden: bool) -> set[str]:
 @dataclass
 class GradedAssignment:
     """One assignment's sealed grading run: rows by file, expected statuses, the submissions folder
-    (its parent holds the student's run, ``student_without_latex/``) and the fresh build."""
+    (its parent holds the student's run, ``student_without_latex/``), the fresh build and the
+    results folder; kernel_attention's also has ``paths``, what its attacks aim at (and the folder's
+    digests before and after grading)."""
 
     rows: dict
     expected: dict
     folder: Path
     notebooks: Path
+    results: Path
+    paths: dict | None = None
+
+
+def add_attacks(layout, folder: Path, expected: dict, paths: dict) -> tuple[dict, dict]:
+    """Write the attacks on the grader into ``folder/adversarial`` (kernel_attention's batch):
+    (expected statuses with theirs added, ``paths`` with what they aim at added). ``paths`` brings
+    the results folder, the host file a submission must not write and the listener's port."""
+    from tests.support.adversarial import make_attacks, malformed_files, metadata_attack, with_attack
+    from tests.support.seal_attacks import seal_attacks
+
+    expected = dict(expected)
+    complete = nbformat.read(folder / "samples" / "complete.ipynb", as_version=4)
+    blank = nbformat.read(folder / "samples" / "blank.ipynb", as_version=4)
+    paths = {**paths, "repo": REPO, "autograder_zip": layout.autograder_zip(SLUG), "submissions": folder}
+    (folder / "adversarial").mkdir()
+    for attack in make_attacks(paths) + seal_attacks():
+        nbformat.write(with_attack(blank, attack["cell"]), folder / "adversarial" / f"{attack['name']}.ipynb")
+        expected[f"adversarial/{attack['name']}.ipynb"] = attack["expect"]
+    planted = Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"
+    planted.write_bytes(layout.autograder_zip(SLUG).read_bytes())
+    paths["planted_zip"] = planted
+    nbformat.write(metadata_attack(blank, planted), folder / "adversarial" / "climbs_to_a_planted_autograder.ipynb")
+    expected["adversarial/climbs_to_a_planted_autograder.ipynb"] = ("invalid",)
+    for name, statuses in malformed_files(folder / "adversarial", nbformat.writes(complete)).items():
+        expected[f"adversarial/{name}"] = statuses
+    paths["digest_before"] = tree_digest(folder)
+    return expected, paths
+
+
+def grade_prepared(root: str, out: str, slug: str, prepared: PreparedBatch, results: str, environment: dict,
+                   attack_paths: dict | None) -> GradedAssignment:
+    """In the background grading's worker process: grade one prepared batch, kernel_attention's
+    with the attacks on the grader added first (``attack_paths``: see :func:`add_attacks`)."""
+    _take_environment(environment)
+    layout, expected, paths = Layout(Path(root), Path(out)), prepared.expected, None
+    if attack_paths is not None:
+        expected, paths = add_attacks(layout, prepared.folder, expected, attack_paths)
+    rows = grade_batch(layout, prepared.folder, Path(results), BATCH_LIMITS.get(slug, LIMITS))
+    if paths is not None:
+        paths["digest_after_grading"] = tree_digest(prepared.folder)
+    return GradedAssignment(rows, expected, prepared.folder, prepared.notebooks, Path(results), paths)
+
+
+class BackgroundGrading:
+    """Grades the session's batches one after another, from its first test on, in a worker process
+    of its own (its environment is the session's at the start, whatever a test sets meanwhile).
+
+    The tests marked ``beside_grading`` run first, meanwhile: they start no sandbox and look at no
+    process but their own, so they can share the machine with the grading, and they fill the cores
+    that a batch's slowest submissions (the attacks that run into the time limit) and the
+    preparation's last build leave idle. Every other test waits until all of it is done (conftest),
+    so the seal's checks that look at the whole machine (no runner left anywhere) see only their own.
+    """
+
+    def __init__(self, layout, preparation: BatchPreparation, results_folder: Callable[[str], Path],
+                 attack_paths: dict):
+        self.layout, self.preparation, self.attack_paths = layout, preparation, attack_paths
+        self.results_folder = results_folder
+        self.environment = dict(os.environ)
+        self.futures: dict[str, Future] = {slug: Future() for slug in preparation.wanted}
+        self.results = {slug: results_folder(slug) for slug in self.futures}  # made here, in the main thread
+        self.pool = None
+        self.thread = threading.Thread(target=self._grade_all, name="background-grading", daemon=True)
+
+    def start(self) -> None:
+        if self.futures:
+            self.pool = multiprocessing.get_context("spawn").Pool(1)
+            self.thread.start()
+
+    def _grade(self, slug: str) -> GradedAssignment:
+        prepared = self.preparation.get(slug)
+        return self.pool.apply(grade_prepared, (
+            str(self.layout.root), str(self.layout.out), slug, prepared, str(self.results[slug]), self.environment,
+            {**self.attack_paths, "results": self.results[slug]} if slug == SLUG else None))
+
+    def _grade_all(self) -> None:
+        for slug, future in list(self.futures.items()):
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._grade(slug))
+            except BaseException as error:  # raised by the get() that asks for this batch
+                future.set_exception(error)
+
+    def get(self, slug: str) -> GradedAssignment:
+        """The graded batch of ``slug``, waiting for it; one no collected test named is graded now."""
+        if slug not in self.futures:
+            self.results[slug] = self.results_folder(slug)
+            if self.pool is None:
+                self.pool = multiprocessing.get_context("spawn").Pool(1)
+            future = self.futures[slug] = Future()
+            try:
+                future.set_result(self._grade(slug))
+            except BaseException as error:
+                future.set_exception(error)
+        return self.futures[slug].result()
+
+    def wait(self) -> None:
+        """Until every batch is graded (or has failed)."""
+        concurrent.futures.wait(list(self.futures.values()))
+
+    def close(self) -> None:
+        """Stop: batches not started are not graded, and a run still going is ended."""
+        for future in self.futures.values():
+            future.cancel()
+        if self.pool is not None:
+            self.pool.terminate()
+        for future in self.futures.values():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                planted = (future.result().paths or {}).get("planted_zip")
+                if planted:
+                    Path(planted).unlink(missing_ok=True)

@@ -2,7 +2,9 @@
 
 pytest writes a JUnit XML report of a run (``--junitxml``); each test case there holds the time of
 its setup, call and teardown together, so a session fixture (a build, a graded batch) counts in the
-first test that asks for it. This reads such a report and prints the files by their total, with the
+first test that asks for it. The batches are graded in the background while the tests marked
+``beside_grading`` run first (docs/developers/testing.md): the first test that waits for them counts
+the rest of that grading, and the marked tests count the time they shared the machine. This reads such a report and prints the files by their total, with the
 slowest cases of each; ``--record`` keeps the totals in ``benchmarks/suite_times.json`` with the date,
 the commit and a note of how the run was made, for the site's figures page.
 

@@ -9,6 +9,7 @@ is in ``support/batches.py``: no module imports this one.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,21 +32,25 @@ BATCH_FIXTURES = {"batch_preparation", "background_grading", "fresh_notebooks", 
                   "assignment_batch", "gradescope", "nbgrader_courses"}
 
 
-#: The batches the collected tests grade (batches_to_grade), and their BackgroundGrading once started.
+#: The batches the collected tests grade (batches_to_grade), their BackgroundGrading once started,
+#: and the test being set up.
 WANTED = pytest.StashKey[list]()
 BACKGROUND = pytest.StashKey[BackgroundGrading]()
+CURRENT = pytest.StashKey[pytest.Item]()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:  # before `-m` deselects
+def pytest_collection_modifyitems(items):
+    for item in items:  # before `-m` deselects (a conftest's hook runs before pytest's own)
         if BATCH_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.batch)
-    yield
-    config.stash[WANTED] = batches_to_grade(items)  # of the tests left
-    if config.stash[WANTED]:
-        # the tests that may share the machine with the background grading go first, while it runs
-        items.sort(key=lambda item: not beside_grading(item))
+
+
+def pytest_collection_finish(session):
+    """With the tests that will run known (after `-m`, `-k`, `--lf`, `--ff`): the batches they grade,
+    and the tests that may share the machine with the background grading first, while it runs."""
+    session.config.stash[WANTED] = batches_to_grade(session.items)
+    if session.config.stash[WANTED]:
+        session.items.sort(key=lambda item: not beside_grading(item))
 
 
 def beside_grading(item) -> bool:
@@ -112,7 +117,13 @@ def listener():
 def background_grading(layout, batch_preparation, listener, tmp_path_factory, request):
     """Every batch the session grades, graded one after another from the session's first test on
     (BackgroundGrading); kernel_attention's with the attacks on the grader, aimed at what is made here."""
-    attack_paths = {"host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission", "port": listener.port}
+    from helpers.models import prepare_bundled_gpt
+
+    # converted once, here, before anything else may: the preparation's student runs, the grading and
+    # the marked tests that load GPT would otherwise race to convert it into the same folder
+    prepare_bundled_gpt()
+    attack_paths = {"host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission", "port": listener.port,
+                    "planted_zip": Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"}
     grading = BackgroundGrading(layout, batch_preparation, lambda slug: tmp_path_factory.mktemp(f"{slug}_results"),
                                 attack_paths)
     grading.start()
@@ -123,12 +134,12 @@ def background_grading(layout, batch_preparation, listener, tmp_path_factory, re
 
 @pytest.fixture(scope="session", autouse=True)
 def _grading_starts_with_the_session(request):
-    """The background grading starts with the first test, whichever it is (asked for by name, so that
-    the fast lane's tests do not count as using a batch fixture: it starts nothing there). If that
-    test may not run beside it, it waits here, before its own fixtures are made."""
+    """The background grading starts with the first test set up, whichever it is (asked for by name,
+    so that the fast lane's tests do not count as using a batch fixture: it starts nothing there). If
+    that test may not run beside it, it waits here, before its own fixtures are made."""
     if request.config.stash[WANTED]:
         grading = request.getfixturevalue("background_grading")
-        if not beside_grading(request.session.items[0]):
+        if not beside_grading(request.config.stash[CURRENT]):
             grading.wait()
 
 
@@ -136,6 +147,7 @@ def _grading_starts_with_the_session(request):
 def pytest_runtest_setup(item):
     """A test not marked ``beside_grading`` waits, before any of its fixtures is made, until every
     batch is graded (BackgroundGrading)."""
+    item.config.stash[CURRENT] = item
     grading = item.config.stash.get(BACKGROUND, None)
     if grading is not None and not beside_grading(item):
         grading.wait()

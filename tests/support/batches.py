@@ -9,6 +9,7 @@ import hashlib
 import importlib
 import multiprocessing
 import os
+import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -218,7 +219,8 @@ class GradedAssignment:
 def add_attacks(layout, folder: Path, expected: dict, paths: dict) -> tuple[dict, dict]:
     """Write the attacks on the grader into ``folder/adversarial`` (kernel_attention's batch):
     (expected statuses with theirs added, ``paths`` with what they aim at added). ``paths`` brings
-    the results folder, the host file a submission must not write and the listener's port."""
+    the results folder, the host file a submission must not write, the listener's port and where
+    to plant a copy of the autograder zip (outside the submissions folder)."""
     from tests.support.adversarial import make_attacks, malformed_files, metadata_attack, with_attack
     from tests.support.seal_attacks import seal_attacks
 
@@ -230,9 +232,8 @@ def add_attacks(layout, folder: Path, expected: dict, paths: dict) -> tuple[dict
     for attack in make_attacks(paths) + seal_attacks():
         nbformat.write(with_attack(blank, attack["cell"]), folder / "adversarial" / f"{attack['name']}.ipynb")
         expected[f"adversarial/{attack['name']}.ipynb"] = attack["expect"]
-    planted = Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"
+    planted = Path(paths["planted_zip"])
     planted.write_bytes(layout.autograder_zip(SLUG).read_bytes())
-    paths["planted_zip"] = planted
     nbformat.write(metadata_attack(blank, planted), folder / "adversarial" / "climbs_to_a_planted_autograder.ipynb")
     expected["adversarial/climbs_to_a_planted_autograder.ipynb"] = ("invalid",)
     for name, statuses in malformed_files(folder / "adversarial", nbformat.writes(complete)).items():
@@ -259,11 +260,12 @@ class BackgroundGrading:
     """Grades the session's batches one after another, from its first test on, in a worker process
     of its own (its environment is the session's at the start, whatever a test sets meanwhile).
 
-    The tests marked ``beside_grading`` run first, meanwhile: they start no sandbox and look at no
-    process but their own, so they can share the machine with the grading, and they fill the cores
-    that a batch's slowest submissions (the attacks that run into the time limit) and the
-    preparation's last build leave idle. Every other test waits until all of it is done (conftest),
-    so the seal's checks that look at the whole machine (no runner left anywhere) see only their own.
+    The tests marked ``beside_grading`` run first, meanwhile: they start no sandbox, look at no
+    process but their own and time nothing another program could stretch, so they can share the
+    machine with the grading (whose time limits leave room for them), and they use the cores that a
+    batch's slowest submissions (the attacks that run into the time limit) and the preparation's
+    last build leave idle. Every other test waits until all of it is done (conftest), so the seal's
+    checks that look at the whole machine (no runner left anywhere) see only their own.
     """
 
     def __init__(self, layout, preparation: BatchPreparation, results_folder: Callable[[str], Path],
@@ -273,19 +275,26 @@ class BackgroundGrading:
         self.environment = dict(os.environ)
         self.futures: dict[str, Future] = {slug: Future() for slug in preparation.wanted}
         self.results = {slug: results_folder(slug) for slug in self.futures}  # made here, in the main thread
-        self.pool = None
+        self.pool: ProcessPoolExecutor | None = None
+        self.worker_pid: int | None = None
         self.thread = threading.Thread(target=self._grade_all, name="background-grading", daemon=True)
+
+    def _start_pool(self) -> None:
+        # a ProcessPoolExecutor, not a multiprocessing.Pool: a worker that dies (killed for its memory,
+        # say) breaks the pool and fails the batches waiting on it, where a Pool would wait forever
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self.worker_pid = self.pool.submit(os.getpid).result()  # started now, from the main thread
 
     def start(self) -> None:
         if self.futures:
-            self.pool = multiprocessing.get_context("spawn").Pool(1)
+            self._start_pool()
             self.thread.start()
 
     def _grade(self, slug: str) -> GradedAssignment:
         prepared = self.preparation.get(slug)
-        return self.pool.apply(grade_prepared, (
-            str(self.layout.root), str(self.layout.out), slug, prepared, str(self.results[slug]), self.environment,
-            {**self.attack_paths, "results": self.results[slug]} if slug == SLUG else None))
+        return self.pool.submit(grade_prepared, str(self.layout.root), str(self.layout.out), slug, prepared,
+                                str(self.results[slug]), self.environment,
+                                {**self.attack_paths, "results": self.results[slug]} if slug == SLUG else None).result()
 
     def _grade_all(self) -> None:
         for slug, future in list(self.futures.items()):
@@ -301,7 +310,7 @@ class BackgroundGrading:
         if slug not in self.futures:
             self.results[slug] = self.results_folder(slug)
             if self.pool is None:
-                self.pool = multiprocessing.get_context("spawn").Pool(1)
+                self._start_pool()
             future = self.futures[slug] = Future()
             try:
                 future.set_result(self._grade(slug))
@@ -314,13 +323,15 @@ class BackgroundGrading:
         concurrent.futures.wait(list(self.futures.values()))
 
     def close(self) -> None:
-        """Stop: batches not started are not graded, and a run still going is ended."""
+        """Stop: batches not started are not graded, and a run still going (the session ended early:
+        ``-x``, an error) is ended, its sandboxes with it."""
         for future in self.futures.values():
             future.cancel()
         if self.pool is not None:
-            self.pool.terminate()
-        for future in self.futures.values():
-            if future.done() and not future.cancelled() and future.exception() is None:
-                planted = (future.result().paths or {}).get("planted_zip")
-                if planted:
-                    Path(planted).unlink(missing_ok=True)
+            if not all(future.done() for future in self.futures.values()) and self.worker_pid:
+                try:
+                    os.kill(self.worker_pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        Path(self.attack_paths["planted_zip"]).unlink(missing_ok=True)

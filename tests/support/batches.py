@@ -4,14 +4,13 @@ how a row is read."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import importlib
 import multiprocessing
 import os
 import signal
 import threading
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -296,14 +295,16 @@ class BackgroundGrading:
                                 str(self.results[slug]), self.environment,
                                 {**self.attack_paths, "results": self.results[slug]} if slug == SLUG else None).result()
 
+    def _settle(self, slug: str, future: Future) -> None:
+        try:
+            future.set_result(self._grade(slug))
+        except BaseException as error:  # raised by the get() that asks for this batch
+            future.set_exception(error)
+
     def _grade_all(self) -> None:
         for slug, future in list(self.futures.items()):
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(self._grade(slug))
-            except BaseException as error:  # raised by the get() that asks for this batch
-                future.set_exception(error)
+            if future.set_running_or_notify_cancel():
+                self._settle(slug, future)
 
     def get(self, slug: str) -> GradedAssignment:
         """The graded batch of ``slug``, waiting for it; one no collected test named is graded now."""
@@ -311,16 +312,13 @@ class BackgroundGrading:
             self.results[slug] = self.results_folder(slug)
             if self.pool is None:
                 self._start_pool()
-            future = self.futures[slug] = Future()
-            try:
-                future.set_result(self._grade(slug))
-            except BaseException as error:
-                future.set_exception(error)
+            self.futures[slug] = Future()
+            self._settle(slug, self.futures[slug])
         return self.futures[slug].result()
 
     def wait(self) -> None:
         """Until every batch is graded (or has failed)."""
-        concurrent.futures.wait(list(self.futures.values()))
+        wait(list(self.futures.values()))
 
     def close(self) -> None:
         """Stop: batches not started are not graded, and a run still going (the session ended early:

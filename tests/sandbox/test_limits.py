@@ -95,6 +95,51 @@ def test_two_graders_on_one_machine_never_share_a_sandbox_uid():
         os.close(fd)
 
 
+def test_a_pool_reaps_the_orphans_its_runs_leave_instead_of_waiting_for_init():
+    """bwrap's launcher exits before its PID-namespace init, and under POSIX separation the lifeline's
+    shell outlives its parent: such an orphan is the grader's own child while a pool is open, and its
+    zombie is reaped at once (init reaped them 1.3 to 1.8 s late here, and the uid could not be given
+    back until then). Once the last pool closes, orphans go to init again."""
+    import subprocess
+
+    from autograder.sandbox.uids import Adoption, claim_uids, reap_adopted
+    from autograder.sandbox.holdings import processes_of
+
+    if os.geteuid() != 0:
+        pytest.skip("sandbox uids are claimed only when the grader is root")
+    (uid, fd), = claim_uids(1)
+
+    def orphan() -> tuple[int, str]:
+        """(pid, parent) of a process of ``uid`` whose parent exited first, once it has exited too."""
+        done = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sh", "-c",
+                               "sleep 0.3 & echo $!"], capture_output=True, text=True, timeout=30)
+        pid = int(done.stdout)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+            except OSError:
+                return pid, "gone"
+            if status["State"].split()[0] == "Z":
+                return pid, status["PPid"].strip()
+            time.sleep(0.02)
+        raise AssertionError("the orphan never exited")
+
+    try:
+        Adoption.begin()
+        try:
+            pid, parent = orphan()
+            assert parent == str(os.getpid())  # adopted: ours to reap, not init's
+            reap_adopted(uid)
+            assert pid not in processes_of(uid, zombies=True)
+        finally:
+            Adoption.end()
+        pid, parent = orphan()
+        assert parent != str(os.getpid())  # no pool open: init's again
+    finally:
+        os.close(fd)
+
+
 def test_a_run_whose_sandbox_could_not_be_emptied_is_not_judged():
     run = run_with("")
     assert verdict(run, AUTOGRADER, SandboxLimits())["status"] == "ok"

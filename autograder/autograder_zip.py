@@ -284,15 +284,21 @@ def write_stable_zip(source: Path, dest: Path, setup_extra: str = "", entries: d
     ``setup_extra`` appended to ``setup.sh`` and ``entries`` added (or put in place of otter's).
 
     ``course grade`` reuses saved rows while the autograder's sha256 is unchanged, so rebuilding
-    an unchanged master must not make every submission look stale.
+    an unchanged master must not make every submission look stale. Written beside ``dest`` and moved
+    into place: a grader reading the zip while it is rebuilt reads the old one or the new one, whole.
     """
     entries = entries or {}
-    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
-        for name in sorted({*src.namelist(), *entries}):
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if name == RUN_AUTOGRADER else 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            data = entries[name] if name in entries else src.read(name)
-            if name == SETUP_FILE:
-                data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
-            out.writestr(info, data)
+    partial = dest.with_name(f".{dest.name}.partial")
+    try:
+        with zipfile.ZipFile(source) as src, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+            for name in sorted({*src.namelist(), *entries}):
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = (0o755 if name == RUN_AUTOGRADER else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                data = entries[name] if name in entries else src.read(name)
+                if name == SETUP_FILE:
+                    data = data.rstrip(b"\n") + b"\n" + setup_extra.encode("utf-8")
+                out.writestr(info, data)
+        os.replace(partial, dest)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -3,7 +3,9 @@
 The batch holds the sample submissions, the known-wrong and known-correct variants, the students'
 exported zips and the adversarial submissions; every test reads its rows, nothing is graded twice.
 The batches are graded in the background from the first test on, while the tests marked
-``beside_grading`` run; every other test waits for them (docs/developers/testing.md).
+``beside_grading`` run; every other test waits for them (docs/developers/testing.md). nbgrader's
+course folders are made in the background next, beside the tests after the batches; those that use
+them come last but for the ones marked ``alone``, which wait for all of it.
 What the fixtures and the tests share (the constants, writing and grading a batch, reading a row)
 is in ``support/batches.py``: no module imports this one.
 """
@@ -32,9 +34,10 @@ BATCH_FIXTURES = {"batch_preparation", "background_grading", "fresh_notebooks", 
                   "assignment_batch", "gradescope", "nbgrader_courses"}
 
 
-#: The batches the collected tests grade (batches_to_grade), their BackgroundGrading once started,
-#: and the test being set up.
+#: The batches the collected tests grade (batches_to_grade), whether they use nbgrader's course
+#: folders, their BackgroundGrading once started, and the test being set up.
 WANTED = pytest.StashKey[list]()
+WANTED_COURSES = pytest.StashKey[bool]()
 BACKGROUND = pytest.StashKey[BackgroundGrading]()
 CURRENT = pytest.StashKey[pytest.Item]()
 
@@ -49,13 +52,33 @@ def pytest_collection_finish(session):
     """With the tests that will run known (after `-m`, `-k`, `--lf`, `--ff`): the batches they grade,
     and the tests that may share the machine with the background grading first, while it runs."""
     session.config.stash[WANTED] = batches_to_grade(session.items)
+    session.config.stash[WANTED_COURSES] = any(uses_courses(item) for item in session.items)
     if session.config.stash[WANTED]:
-        session.items.sort(key=lambda item: not beside_grading(item))
+        session.items.sort(key=run_order)
 
 
 def beside_grading(item) -> bool:
     """Marked ``beside_grading`` (a module's mark covers its tests) and using no batch fixture."""
     return item.get_closest_marker("beside_grading") is not None and item.get_closest_marker("batch") is None
+
+
+def alone(item) -> bool:
+    """Marked ``alone``: it times what another program could stretch, so nothing runs in the background."""
+    return item.get_closest_marker("alone") is not None
+
+
+def uses_courses(item) -> bool:
+    return "nbgrader_courses" in getattr(item, "fixturenames", ())
+
+
+def run_order(item) -> int:
+    """Beside the batches first; then the tests after them, while the courses are made; then those
+    that read the courses; the ones that must run alone last (the sort keeps each group's order)."""
+    if beside_grading(item):
+        return 0
+    if alone(item):
+        return 3
+    return 2 if uses_courses(item) else 1
 
 
 @pytest.fixture(scope="session")
@@ -124,8 +147,12 @@ def background_grading(layout, batch_preparation, listener, tmp_path_factory, re
     prepare_bundled_gpt()
     attack_paths = {"host_marker": tmp_path_factory.mktemp("host") / "written_by_a_submission", "port": listener.port,
                     "planted_zip": Path("/tmp") / f"planted-{os.getpid()}-autograder.zip"}
+    from tests.support.nbgrader_courses import LANES
+
+    lanes = [tmp_path_factory.mktemp(f"nbgrader_lane{i}") for i in range(LANES)] \
+        if request.config.stash[WANTED_COURSES] else []
     grading = BackgroundGrading(layout, batch_preparation, lambda slug: tmp_path_factory.mktemp(f"{slug}_results"),
-                                attack_paths)
+                                attack_paths, course_lanes=lanes)
     grading.start()
     request.config.stash[BACKGROUND] = grading
     yield grading
@@ -139,17 +166,22 @@ def _grading_starts_with_the_session(request):
     that test may not run beside it, it waits here, before its own fixtures are made."""
     if request.config.stash[WANTED]:
         grading = request.getfixturevalue("background_grading")
-        if not beside_grading(request.config.stash[CURRENT]):
+        current = request.config.stash[CURRENT]
+        if alone(current):
+            grading.wait_all()
+        elif not beside_grading(current):
             grading.wait()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """A test not marked ``beside_grading`` waits, before any of its fixtures is made, until every
-    batch is graded (BackgroundGrading)."""
+    batch is graded (BackgroundGrading); one marked ``alone`` until the courses are made too."""
     item.config.stash[CURRENT] = item
     grading = item.config.stash.get(BACKGROUND, None)
-    if grading is not None and not beside_grading(item):
+    if grading is not None and alone(item):
+        grading.wait_all()
+    elif grading is not None and not beside_grading(item):
         grading.wait()
 
 
@@ -166,6 +198,13 @@ def graded(background_grading):
     """{file: row} of the one sealed grading run, and its results folder."""
     batch = background_grading.get(SLUG)
     return batch.rows, batch.results
+
+
+@pytest.fixture(scope="session")
+def nbgrader_courses(background_grading):
+    """{slug: course folder}: every assignment released and autograded by nbgrader, in the background
+    once the batches are graded (support/nbgrader_courses.py)."""
+    return background_grading.courses()
 
 
 @pytest.fixture(scope="session")

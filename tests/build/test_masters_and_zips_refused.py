@@ -15,6 +15,8 @@ from autograder.build.assign import build, exact_float_checks
 from autograder.grade.grader import Grader
 from autograder.layout import CourseError, Layout
 
+pytestmark = pytest.mark.alone  # a refusal is timed against a bound (read, not run): nothing in the background
+
 
 def raw(text: str):
     return nbformat.v4.new_raw_cell(text)

@@ -13,6 +13,8 @@ from autograder.layout import Layout
 from helpers.cpu import WAIT_POLICY_ENV, threads_for
 
 LAYOUT = Layout.find()
+# a busy neighbour's share is what these tests measure: nothing in the background (conftest)
+pytestmark = pytest.mark.alone
 
 
 def _run_in_fresh_kernel(source: str | list[str], tmp_path) -> list[str]:

@@ -20,10 +20,11 @@ from autograder.cli import main as course
 from autograder.pdf import PdfMaker, manual_questions_of
 from helpers.pdf import manual_questions, render_pdf
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     not (shutil.which("xelatex") and shutil.which("pandoc") and shutil.which("pdftotext"))
     and not os.environ.get("COURSE_REQUIRE_LATEX"),
-    reason="needs xelatex, pandoc and poppler (CI installs them and sets COURSE_REQUIRE_LATEX)")
+    reason="needs xelatex, pandoc and poppler (CI installs them and sets COURSE_REQUIRE_LATEX)"),
+    pytest.mark.alone]  # xelatex's budgets and a wall-clock bound: nothing in the background (conftest)
 
 HOSTILE = r"""Costs 100% of $5 & more_things #1 ^ ~ \ { unbalanced } } {
 A lone dollar $x and a broken command \notacommand{ and \\ \\

@@ -2,24 +2,21 @@
 `nbgrader generate_assignment` and `nbgrader autograde` make of it, `course grade`'s scores in the
 gradebook, and the formgrader's grading page on them.
 
-The assignments run in two lanes at once, each lane its own course folder (its own gradebook.db
-and formgrader server). Per assignment three notebooks are autograded by nbgrader: the source
-(reference solution), the untouched release, and the source with the edits of one known-wrong
-variant notebook that `course grade` graded in the assignment's batch.
+The course folders (two lanes, each its own gradebook.db and formgrader server) are made in the
+background once the batches are graded (tests/support/nbgrader_courses.py, the ``nbgrader_courses``
+fixture in conftest): per assignment nbgrader autogrades the source (reference solution), the
+untouched release, and the source with the edits of one known-wrong variant notebook that
+`course grade` graded in the assignment's batch.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import queue
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -27,31 +24,10 @@ import pytest
 
 from autograder.layout import CourseError, Layout
 from autograder.platforms.nbgrader.gradebook import student_of, write_gradebook
-from autograder.platforms.nbgrader.source import add_to_course
-from autograder.autograder_zip import Autograder
-from tests.support.batches import SLUG as KERNEL_SLUG, failures, variant_notebook
-from tests.support.notebook_edits import replace_function
+from tests.support.batches import SLUG as KERNEL_SLUG, failures
+from tests.support.nbgrader_courses import wrong_group
 
 SLUGS = Layout.find(Path(__file__)).slugs()  # every assignment that exists
-#: Two course folders, autograded at once; each takes the next assignment when it is free.
-LANES = 2
-#: Taken first, so that no lane is left with a long one at the end: nbgrader's autograde of the
-#: three notebooks took visualizing_attention 73 s and summarization 57 s alone, the others 31 to 39 s.
-SLOWEST = ("visualizing_attention", "summarization")
-
-
-# Each lane's kernels get their share of the cores: two lanes of torch kernels with a thread per core
-# each oversubscribe the CPU, and torch's waiting threads then slow both lanes several times over.
-THREADS_PER_LANE = str(max(1, (os.cpu_count() or 1) // LANES))
-
-
-def nbgrader(course: Path, *args: str) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "OMP_NUM_THREADS": THREADS_PER_LANE, "MKL_NUM_THREADS": THREADS_PER_LANE}
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                            timeout=1200, env=env)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
 
 
 def course_grade_rows(slug, request) -> dict:
@@ -61,62 +37,10 @@ def course_grade_rows(slug, request) -> dict:
     return request.getfixturevalue("assignment_batch")(slug).rows
 
 
-def wrong_group(slug: str) -> tuple[str, list[dict]]:
-    """The first known-wrong variant notebook of ``slug`` and every variant graded in it."""
-    wrong = importlib.import_module(f"tests.{slug}_variants").WRONG
-    notebook = variant_notebook(wrong[0])
-    return notebook, [v for v in wrong if variant_notebook(v) == notebook]
-
-
-def with_edits(nb, variants: list[dict]):
-    for variant in variants:
-        for function, source in variant.get("edits", [(variant.get("function"), variant.get("source"))]):
-            nb = replace_function(nb, function, source)
-    return nb
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def release_and_autograde(layout, course: Path, slug: str) -> None:
-    """Write, release and autograde ``slug`` in the course folder ``course``."""
-    source = add_to_course(layout, Autograder.read(layout.autograder_zip(slug)), course)
-    nbgrader(course, "generate_assignment", slug, "--force")
-    release = course / "release" / slug / f"{slug}.ipynb"
-    _, variants = wrong_group(slug)
-    submitted = {"reference": nbformat.read(source, as_version=4),
-                 "untouched": nbformat.read(release, as_version=4),
-                 "wrong": with_edits(nbformat.read(source, as_version=4), variants)}
-    for student, nb in submitted.items():
-        folder = course / "submitted" / student / slug
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{slug}.ipynb")
-    nbgrader(course, "autograde", slug, "--create", "--force")
-
-
-@pytest.fixture(scope="session")
-def nbgrader_courses(layout, request, tmp_path_factory):
-    """{slug: course folder}: every assignment released and autograded by nbgrader."""
-    for slug in SLUGS:  # the batches build the autograders whose golden values the courses carry
-        course_grade_rows(slug, request)
-    free = queue.Queue()
-    for i in range(LANES):
-        free.put(tmp_path_factory.mktemp(f"nbgrader_lane{i}"))
-
-    def in_a_free_lane(slug):
-        course = free.get()
-        try:
-            release_and_autograde(layout, course, slug)
-            return slug, course
-        finally:
-            free.put(course)
-
-    order = sorted(SLUGS, key=lambda slug: slug not in SLOWEST)
-    with ThreadPoolExecutor(LANES) as pool:
-        return dict(pool.map(in_a_free_lane, order))
 
 
 def gradebook(course: Path):

@@ -128,7 +128,7 @@ class PreparedBatch:
     expected: dict
 
 
-def _take_environment(environment: dict) -> None:
+def take_environment(environment: dict) -> None:
     """A worker process's environment: the session's as it was when the fixtures started, not as a
     test running meanwhile in the main process may have changed it (``monkeypatch.setenv``)."""
     os.environ.clear()
@@ -139,7 +139,7 @@ def prepare_batch(root: str, out: str, slug: str, base: str, latex_kinds: tuple,
                   jobs: int, environment: dict) -> PreparedBatch:
     """In a worker process, one of ``jobs``: build ``slug`` and write its batch (:func:`write_batch`)
     under ``base``, with the kernels it starts given their share of the cores."""
-    _take_environment(environment)
+    take_environment(environment)
     os.environ.update(thread_settings(threads_per_job(jobs)))
     from autograder.build.assign import build
 
@@ -245,7 +245,7 @@ def grade_prepared(root: str, out: str, slug: str, prepared: PreparedBatch, resu
                    attack_paths: dict | None) -> GradedAssignment:
     """In the background grading's worker process: grade one prepared batch, kernel_attention's
     with the attacks on the grader added first (``attack_paths``: see :func:`add_attacks`)."""
-    _take_environment(environment)
+    take_environment(environment)
     layout, expected, paths = Layout(Path(root), Path(out)), prepared.expected, None
     if attack_paths is not None:
         expected, paths = add_attacks(layout, prepared.folder, expected, attack_paths)
@@ -257,20 +257,28 @@ def grade_prepared(root: str, out: str, slug: str, prepared: PreparedBatch, resu
 
 class BackgroundGrading:
     """Grades the session's batches one after another, from its first test on, in a worker process
-    of its own (its environment is the session's at the start, whatever a test sets meanwhile).
+    of its own (its environment is the session's at the start, whatever a test sets meanwhile);
+    then, if ``course_lanes`` are given, makes the nbgrader course folders in those folders
+    (support/nbgrader_courses.py), in the same process.
 
     The tests marked ``beside_grading`` run first, meanwhile: they start no sandbox, look at no
     process but their own and time nothing another program could stretch, so they can share the
     machine with the grading (whose time limits leave room for them), and they use the cores that a
     batch's slowest submissions (the attacks that run into the time limit) and the preparation's
-    last build leave idle. Every other test waits until all of it is done (conftest), so the seal's
-    checks that look at the whole machine (no runner left anywhere) see only their own.
+    last build leave idle. Every other test waits until the batches are graded (:meth:`wait`), so
+    the seal's checks that look at the whole machine (no runner left anywhere) see only their own.
+    The courses start then, beside those tests: nbgrader's kernels are plain processes of the
+    session's user (no sandbox, no runner), and most of those tests leave a core idle. Tests
+    marked ``alone`` time what a neighbour could stretch: they wait for the courses too
+    (:meth:`wait_all`).
     """
 
     def __init__(self, layout, preparation: BatchPreparation, results_folder: Callable[[str], Path],
-                 attack_paths: dict):
+                 attack_paths: dict, course_lanes: list[Path] = ()):
         self.layout, self.preparation, self.attack_paths = layout, preparation, attack_paths
         self.results_folder = results_folder
+        self.course_lanes = [str(lane) for lane in course_lanes]
+        self.courses_future: Future | None = Future() if self.course_lanes else None
         self.environment = dict(os.environ)
         self.futures: dict[str, Future] = {slug: Future() for slug in preparation.wanted}
         self.results = {slug: results_folder(slug) for slug in self.futures}  # made here, in the main thread
@@ -285,7 +293,7 @@ class BackgroundGrading:
         self.worker_pid = self.pool.submit(os.getpid).result()  # started now, from the main thread
 
     def start(self) -> None:
-        if self.futures:
+        if self.futures or self.courses_future:
             self._start_pool()
             self.thread.start()
 
@@ -305,6 +313,15 @@ class BackgroundGrading:
         for slug, future in list(self.futures.items()):
             if future.set_running_or_notify_cancel():
                 self._settle(slug, future)
+        if self.courses_future is not None and self.courses_future.set_running_or_notify_cancel():
+            from tests.support.nbgrader_courses import make_courses
+
+            try:
+                self.courses_future.set_result(self.pool.submit(
+                    make_courses, str(self.layout.root), str(self.layout.out), self.course_lanes,
+                    self.environment).result())
+            except BaseException as error:  # raised by the courses() of the tests that ask for them
+                self.courses_future.set_exception(error)
 
     def get(self, slug: str) -> GradedAssignment:
         """The graded batch of ``slug``, waiting for it; one no collected test named is graded now."""
@@ -316,17 +333,28 @@ class BackgroundGrading:
             self._settle(slug, self.futures[slug])
         return self.futures[slug].result()
 
+    def courses(self) -> dict[str, Path]:
+        """{slug: nbgrader course folder}, waiting for them (made only with ``course_lanes``)."""
+        if self.courses_future is None:
+            raise RuntimeError("no collected test asked for the nbgrader courses (conftest: WANTED_COURSES)")
+        return self.courses_future.result()
+
     def wait(self) -> None:
         """Until every batch is graded (or has failed)."""
         wait(list(self.futures.values()))
 
+    def wait_all(self) -> None:
+        """Until the batches are graded and the courses made (or have failed): nothing runs then."""
+        wait([*self.futures.values(), *([self.courses_future] if self.courses_future else [])])
+
     def close(self) -> None:
         """Stop: batches not started are not graded, and a run still going (the session ended early:
         ``-x``, an error) is ended, its sandboxes with it."""
-        for future in self.futures.values():
+        everything = [*self.futures.values(), *([self.courses_future] if self.courses_future else [])]
+        for future in everything:
             future.cancel()
         if self.pool is not None:
-            if not all(future.done() for future in self.futures.values()) and self.worker_pid:
+            if not all(future.done() for future in everything) and self.worker_pid:
                 try:
                     os.kill(self.worker_pid, signal.SIGTERM)
                 except ProcessLookupError:

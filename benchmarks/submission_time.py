@@ -13,7 +13,8 @@ is graded one at a time, on an otherwise quiet machine if the figures are to mea
   The benchmark waits for the fork server's imports (once per run, printed apart) before it grades
   anything, then grades each sample twice in the same session: the first of an assignment also pays
   what the session does once (the fork server importing transformers' model code, for the first
-  assignment whose tests load a pretrained model; the judge's first use of a measure's library),
+  assignment whose tests load a pretrained model; the import of a measure's library, which the pool
+  starts beside the first sandbox as course grade's does, and the judge waits for if it is not done),
   the second is what every later submission of a class costs. The ratios use the second; the first
   is printed and kept beside it;
 - **otter run** with the same autograder zip (otter's own path, golden values compared in the
@@ -123,7 +124,7 @@ def measure(layout: Layout, slugs: list[str], sandbox: str | None = None) -> dic
         private = tmp / "zips"
         private.mkdir(mode=0o700)
         started = time.perf_counter()
-        with SandboxPool(jobs=1, mode=sandbox) as pool:
+        with SandboxPool(jobs=1, mode=sandbox, warm_judge=True) as pool:  # as course grade's pool
             session_start = time.perf_counter() - started
             # the fork server imports torch and the rest while the seal opens: the first kernel waits for it
             server_ready = time.perf_counter() - started if pool._forkserver and pool._forkserver.wait_ready() else None

@@ -163,7 +163,8 @@ class Grader:
         if rows:
             log(f"{len(rows)} submission(s) already graded and unchanged (use --force to regrade)")
         todo = [path for path in found if path not in rows]
-        with SandboxesOnDemand(self.jobs, threads=self.threads, mode=self.sandbox_mode, private=private) as sandboxes:
+        with SandboxesOnDemand(self.jobs, threads=self.threads, mode=self.sandbox_mode, private=private,
+                               warm_judge=True) as sandboxes:
             if todo and self.unsafe:
                 log("WARNING: grading UNSAFE (--unsafe): otter runs each submission in your own account")
             elif todo:

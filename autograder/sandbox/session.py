@@ -9,6 +9,7 @@ is told and what it answers is :mod:`autograder.sandbox.protocol`.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from helpers.core import contract
 from helpers.core.contract import MODEL_CACHE_ENV
+from helpers.core.measures import modules_for
 from helpers.core.models import model_cache_dir
 
 from autograder.autograder_zip import Autograder, open_up
@@ -95,8 +97,11 @@ class SandboxPool:
     """
 
     def __init__(self, jobs: int = 2, *, threads: int | None = None, mode: str | None = None,
-                 private: list[Path] = ()):
+                 private: list[Path] = (), warm_judge: bool = False):
         self.jobs = max(1, jobs)
+        # load what the judge's measures import (torch, a course helper) while the first sandbox runs;
+        # not on Gradescope, where the grader and the submission share the container's memory
+        self.warm_judge = warm_judge
         self.threads = threads or threads_per_job(self.jobs)
         # more threads than cores (REFERENCE_THREADS in the suite, or --jobs above the cores): idle ones sleep
         self.shared_cores = self.jobs * self.threads > usable_cores()
@@ -175,6 +180,8 @@ class SandboxPool:
             if zip_path not in self._autograders:
                 folder = self.workspace / f"autograder{len(self._autograders)}"
                 self._autograders[zip_path] = Autograder.load(zip_path, folder)
+                if self.warm_judge:
+                    warm_up(modules_for(self._autograders[zip_path].golden.values()))
             return self._autograders[zip_path]
 
     def grade(self, autograder: Autograder, notebook_text: str, limits: SandboxLimits, *,
@@ -237,6 +244,22 @@ class SandboxPool:
             binds.append((model_cache_dir(), SANDBOX_MODELS))
             env[MODEL_CACHE_ENV] = seal.inside(model_cache_dir(), SANDBOX_MODELS)
         return [sys.executable, f"{seen[SANDBOX_LIB]}/{RUNNER_FILE}"], binds, env
+
+
+def warm_up(modules: list[str]) -> None:
+    """Import ``modules`` in a thread of their own (the judge imports them at its first use anyway:
+    summarization's decoding measure imports torch, about 2 s, which would otherwise follow the first
+    sandbox instead of running beside it). A module that fails to import fails again, and says why,
+    when the judge needs it."""
+    def load():
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception:
+                pass
+
+    if modules:
+        threading.Thread(target=load, name="judge-warm-up", daemon=True).start()
 
 
 class SandboxesOnDemand:

@@ -551,3 +551,26 @@ def test_arguments_changed_by_a_call_are_caught_in_every_mode(golden_file, monke
         expect_arguments_unchanged("calls/arguments_changed_by_the_call", reshapes_in_place, *make())
     with pytest.raises(TypeError, match="none of the arguments is a tensor"):
         expect_arguments_unchanged("calls/nothing", len, "text")
+
+
+def test_the_libraries_a_measure_imports_are_named_and_loaded_beside_the_first_sandbox(tmp_path, monkeypatch):
+    """course grade's pool imports what the judge's measures will (summarization's decoding measure
+    imports torch, about 2 s) while its first sandbox runs, not after it; a module that cannot be
+    imported is left for the judge to report."""
+    import sys
+    import threading
+
+    from autograder.sandbox.session import warm_up
+    from helpers.core.measures import modules_for
+
+    specs = [{"check": "close"}, {"measure": "value"}, {"measure": "toy_top_k_violations"},
+             {"measure": "span_problems"}, {"measure": "toy_top_k_violations"}, {"measure": "max_abs_difference"}]
+    assert modules_for(specs) == ["torch", "helpers.summarization.decoding", "helpers.pretraining"]
+    assert modules_for([{"measure": "max_abs_difference"}, {"check": "between"}]) == []
+    (tmp_path / "warm_probe_module.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "warm_probe_module", raising=False)
+    warm_up(["no_such_module_anywhere", "warm_probe_module"])
+    for thread in [t for t in threading.enumerate() if t.name == "judge-warm-up"]:
+        thread.join(timeout=60)
+    assert sys.modules["warm_probe_module"].LOADED

@@ -84,7 +84,7 @@ from ..contract import MEASURE_MODULES_ENV
 from .assignments import MEASURES as ASSIGNMENT_MEASURES
 from .base import Measure, Refused, shown_shape
 
-__all__ = ["Measure", "MEASURES", "judge_measure", "measure_parts", "check_call", "bounds", "decode"]
+__all__ = ["Measure", "MEASURES", "judge_measure", "measure_parts", "check_call", "bounds", "decode", "modules_for"]
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -236,6 +236,17 @@ MEASURES: dict[str, Measure | None] = {
     "draws_outside": Measure("the draws outside the distribution are", None, arrays=(1,), reference="required",
                              elementwise=False),
 }
+
+
+def modules_for(specs) -> list[str]:
+    """The modules the measures of these golden specs import when they first run (``Measure.imports``),
+    each once, in order: what a grader can load before its first judging."""
+    found: dict[str, None] = {}
+    for spec in specs:
+        rule = MEASURES.get(spec.get("measure", "value")) if isinstance(spec, dict) else None
+        for module in (rule.imports if rule is not None else ()):
+            found.setdefault(module)
+    return list(found)
 
 
 def provide(name: str, compute: Callable[..., Any]) -> None:

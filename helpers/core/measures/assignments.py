@@ -102,11 +102,11 @@ def _toy_top_k_violations(arrays, reference, where, params):
 MEASURES: dict[str, Measure] = {
     "span_problems": Measure("the examples that break the description are", _span_problems, arrays=(1,),
                              reference="none", shapes="free", params=("documents", "block_sizes", "repeats"),
-                             elementwise=False, text=True),
+                             elementwise=False, text=True, imports=("helpers.pretraining",)),
     "span_statistics": Measure("the statistics outside their ranges are", _span_statistics, arrays=(1,),
                                reference="none", shapes="free", params=("document", "block_size", "count", "ranges"),
-                               elementwise=False, text=True),
+                               elementwise=False, text=True, imports=("helpers.pretraining",)),
     "toy_top_k_violations": Measure("the tokens that break the rules are", _toy_top_k_violations, arrays=(1,),
                                     reference="required", shapes="free", params=("model", "top_k", "bos", "eos", "max_len"),
-                                    elementwise=False),
+                                    elementwise=False, imports=("torch", "helpers.summarization.decoding")),
 }

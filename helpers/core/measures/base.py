@@ -25,6 +25,9 @@ class Measure:
     params: tuple[str, ...] = ()  # the params it needs
     elementwise: bool = True  # reference and where broadcast to the first array's shape, a pair shares one
     text: bool = False  # takes strings (e.g. JSON text of examples made of strings), not arrays
+    # modules its arithmetic imports when it first runs (torch, a course helper): the grader may load
+    # them while the first sandbox runs (modules_for), instead of after it
+    imports: tuple[str, ...] = ()
 
     def __getitem__(self, name: str):  # MEASURES[name]["says"], as when the table held dicts
         return getattr(self, name)

@@ -28,7 +28,7 @@ from pathlib import Path
 from autograder.limits import OPEN_FILES, THREADS_PER_PROCESS, SandboxLimits, address_space_backstop_mb
 from autograder.sandbox.holdings import Meter, descendants, threads_of
 from autograder.sandbox.seal import WORKDIR, SandboxUnavailable, Seal, _reachable_by_others, _RunPlace, kill_tree
-from autograder.sandbox.uids import UidPool, kill_uid
+from autograder.sandbox.uids import UidPool, kill_uid, reap_adopted
 
 
 def bwrap_binary() -> str:
@@ -147,7 +147,9 @@ class BubblewrapSeal(Seal):
         return self._known_and_below(proc, known)
 
     def _finish(self, proc: subprocess.Popen, uid: int, place: _RunPlace) -> list[str]:
-        left = kill_tree(proc)  # the reaper dies with bwrap, and the kernel ends the PID namespace
+        # the reaper dies with bwrap, and the kernel ends the PID namespace; a root grader reaps what of
+        # it the run leaves to it (only the run's own uid: another run of this user could be a child too)
+        left = kill_tree(proc, reap=(lambda: reap_adopted(uid)) if self.as_root else None)
         if left:
             return [f"process {pid} outlived the kill" for pid in left]
         if self.as_root and not kill_uid(uid):  # the uid is the run's own: nothing of it may remain

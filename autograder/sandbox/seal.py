@@ -473,9 +473,12 @@ def _root_may(*flags: str, command: tuple | list = ("true",)) -> bool:
         return False
 
 
-def kill_tree(proc: subprocess.Popen, seconds: float = 10.0) -> list[int]:
+def kill_tree(proc: subprocess.Popen, seconds: float = 10.0, reap=None) -> list[int]:
     """Kill ``proc`` and every process below it, reap ``proc``, and wait for the rest to be gone;
-    returns the ones still alive after ``seconds``."""
+    returns the ones still alive after ``seconds``. ``reap``, called while waiting, reaps what the
+    grader adopted of them (:func:`autograder.sandbox.uids.reap_adopted`): a PID namespace's init
+    ends only once every process of its namespace is reaped, the warm kernel included, whose parent
+    (outside the namespace) may die first and leave it to the grader."""
     members = descendants(proc.pid)
     for pid in [proc.pid, *members]:
         try:
@@ -485,5 +488,7 @@ def kill_tree(proc: subprocess.Popen, seconds: float = 10.0) -> list[int]:
     proc.wait()
     deadline = time.monotonic() + seconds
     while (left := [pid for pid in members if alive(pid)]) and time.monotonic() < deadline:
+        if reap is not None:
+            reap()
         time.sleep(0.02)
     return left

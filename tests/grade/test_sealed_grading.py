@@ -308,12 +308,14 @@ def test_the_same_attacks_succeed_without_the_sandbox(layout, submissions, tmp_p
 def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
     """CI may clone the bundle (and its virtual environment) under /root, which is private."""
     from autograder.sandbox.bubblewrap import BubblewrapSeal, bwrap_binary
+    from autograder.sandbox.choose import close_seal
 
     package = Path(bwrap_binary()).parents[1]
     private = tmp_path / "private"  # pytest's tmp folders are 0700, like /root
     shutil.copytree(package, private / package.name)
     shutil.copytree(package.with_name(f"{package.name}.libs"), private / f"{package.name}.libs")
     staging = Path(tempfile.mkdtemp(prefix="staging-"))
+    sandbox = None
     try:
         staging.chmod(0o755)
         sandbox = BubblewrapSeal(python=Path(sys.executable), staging=staging,
@@ -321,4 +323,5 @@ def test_a_bwrap_the_sandbox_uid_cannot_reach_is_copied_where_it_can(tmp_path):
         assert Path(sandbox.bwrap).is_relative_to(staging)
         sandbox.probe()
     finally:
+        close_seal(sandbox)  # its uids, for the graders after it
         shutil.rmtree(staging, ignore_errors=True)

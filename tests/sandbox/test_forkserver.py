@@ -198,6 +198,7 @@ def test_the_server_forks_one_kernel_per_run_and_reports_how_it_ended(open_folde
         runner.kill()
         runner.wait()
         server.close()
+        seal.uids.close()  # its pool made this process the orphans' reaper until then
     assert server.proc.returncode == 0
 
 

@@ -107,6 +107,7 @@ def test_a_pool_reaps_the_orphans_its_runs_leave_instead_of_waiting_for_init():
 
     if os.geteuid() != 0:
         pytest.skip("sandbox uids are claimed only when the grader is root")
+    assert not Adoption.active(), "a pool an earlier test opened in this process was never closed"
     (uid, fd), = claim_uids(1)
 
     def orphan() -> tuple[int, str]:
@@ -134,6 +135,7 @@ def test_a_pool_reaps_the_orphans_its_runs_leave_instead_of_waiting_for_init():
             assert pid not in processes_of(uid, zombies=True)
         finally:
             Adoption.end()
+        assert not Adoption.active()
         pid, parent = orphan()
         assert parent != str(os.getpid())  # no pool open: init's again
     finally:

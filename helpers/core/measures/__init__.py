@@ -8,8 +8,10 @@ build, never collected). So no measure trusts a number computed in the student's
 Each entry of :data:`MEASURES` says how many raw arrays the measure takes, whether it takes a
 reference, which ``params`` it needs and whether each array's shape must be the reference
 solution's (``shapes="recorded"``, the rule for most) or is the measure's own business
-(``shapes="free"``: sampled sequences whose length varies). The table is small and fixed on
-purpose: the golden file names the measure, a collected line cannot.
+(``shapes="free"``: sampled sequences whose length varies), and which modules its arithmetic
+imports on first use (``imports``: :func:`modules_for` lets ``course grade`` load them while its
+first sandbox runs). The table is small and fixed on purpose: the golden file names the measure, a
+collected line cannot.
 
 Below, *d* is the difference a measure looks at: ``a - b`` for a pair of arrays, ``value -
 reference`` for one array and a reference (the reference broadcast to the value's shape), or

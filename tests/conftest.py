@@ -165,12 +165,7 @@ def _grading_starts_with_the_session(request):
     so that the fast lane's tests do not count as using a batch fixture: it starts nothing there). If
     that test may not run beside it, it waits here, before its own fixtures are made."""
     if request.config.stash[WANTED]:
-        grading = request.getfixturevalue("background_grading")
-        current = request.config.stash[CURRENT]
-        if alone(current):
-            grading.wait_all()
-        elif not beside_grading(current):
-            grading.wait()
+        wait_as_it_must(request.getfixturevalue("background_grading"), request.config.stash[CURRENT])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -179,9 +174,16 @@ def pytest_runtest_setup(item):
     batch is graded (BackgroundGrading); one marked ``alone`` until the courses are made too."""
     item.config.stash[CURRENT] = item
     grading = item.config.stash.get(BACKGROUND, None)
-    if grading is not None and alone(item):
+    if grading is not None:
+        wait_as_it_must(grading, item)
+
+
+def wait_as_it_must(grading: BackgroundGrading, item) -> None:
+    """A test beside the grading goes on; one marked ``alone`` waits for all background work; any
+    other waits until the batches are graded."""
+    if alone(item):
         grading.wait_all()
-    elif grading is not None and not beside_grading(item):
+    elif not beside_grading(item):
         grading.wait()
 
 
